@@ -1,0 +1,15 @@
+"""rope-lessons: the helper package of an executable course on rotary position embeddings.
+
+Modules, in the order the course uses them:
+
+* :mod:`rope_lessons.attention`: attention with RoPE at any of nine placements;
+* :mod:`rope_lessons.encodings`: integer, binary and sinusoidal encodings;
+* :mod:`rope_lessons.rope`: RoPE itself, its matrix, complex and loop forms;
+* :mod:`rope_lessons.model`, :mod:`rope_lessons.training`,
+  :mod:`rope_lessons.tasks`, :mod:`rope_lessons.corpus`: the toy models,
+  their training loop and their data;
+* :mod:`rope_lessons.runtime`: device, preset and seed for the notebooks;
+* :mod:`rope_lessons.benchmark`: timing of the RoPE forms.
+"""
+
+__version__ = "0.1.0"

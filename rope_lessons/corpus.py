@@ -1,0 +1,94 @@
+"""A character-level corpus that ships with the package: Melville's *Moby-Dick*.
+
+The text lives in ``rope_lessons/data/moby_dick.txt.xz`` (public domain; see
+``PROVENANCE.md`` beside it). Loading checks its SHA-256, so every machine
+trains on the same bytes and no download ever happens.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import lzma
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+
+import torch
+
+from rope_lessons._checks import check_choice, check_positive_int
+from rope_lessons.tasks import Batch
+
+CORPUS_SHA256 = "6eddb555305eba56f60e638e8aac85dd4e846326bf33f7b485a06ad7e169d423"
+
+
+@cache
+def load_text() -> str:
+    """The whole corpus as one string (1,191,295 characters)."""
+    packed = resources.files("rope_lessons").joinpath("data/moby_dick.txt.xz").read_bytes()
+    raw = lzma.decompress(packed)
+    digest = hashlib.sha256(raw).hexdigest()
+    if digest != CORPUS_SHA256:
+        raise RuntimeError(
+            f"corpus checksum mismatch: expected {CORPUS_SHA256}, got {digest}; "
+            "the data file was modified"
+        )
+    return raw.decode("utf-8")
+
+
+@dataclass
+class CharCorpus:
+    """Characters mapped to ids, split into a training and a validation part.
+
+    Attributes:
+        text: the text to model; defaults to the shipped corpus.
+        val_fraction: the last part of the text held out for validation.
+    """
+
+    text: str = field(default_factory=load_text, repr=False)
+    val_fraction: float = 0.1
+
+    # A corpus follows the Task protocol of rope_lessons.tasks: batch_sampler works.
+    min_len = 1
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.val_fraction < 1.0:
+            raise ValueError(f"val_fraction must lie in (0, 1), got {self.val_fraction}")
+        self.alphabet = sorted(set(self.text))
+        self._index = {ch: i for i, ch in enumerate(self.alphabet)}
+        ids = self.encode(self.text)
+        cut = int(len(ids) * (1.0 - self.val_fraction))
+        self.splits = {"train": ids[:cut], "val": ids[cut:]}
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of distinct characters."""
+        return len(self.alphabet)
+
+    def encode(self, text: str) -> torch.Tensor:
+        """Character ids of ``text``, a long tensor ``(len(text),)``."""
+        try:
+            return torch.tensor([self._index[ch] for ch in text], dtype=torch.long)
+        except KeyError as missing:
+            raise ValueError(f"character {missing} is not in the corpus alphabet") from None
+
+    def decode(self, ids: torch.Tensor) -> str:
+        """The text of a 1-D tensor of ids."""
+        return "".join(self.alphabet[i] for i in ids.tolist())
+
+    def sample(
+        self, batch_size: int, seq_len: int, generator: torch.Generator, split: str = "train"
+    ) -> Batch:
+        """Random windows for next-character prediction.
+
+        Returns:
+            ``(tokens, targets)``, each ``(batch_size, seq_len)``, where
+            ``targets[:, t] = tokens[:, t + 1]`` in the text.
+        """
+        check_positive_int(batch_size, "batch_size")
+        check_positive_int(seq_len, "seq_len")
+        ids = self.splits[check_choice(split, "split", ("train", "val"))]
+        if seq_len + 1 > len(ids):
+            raise ValueError(f"seq_len={seq_len} is longer than the {split} split")
+        starts = torch.randint(0, len(ids) - seq_len, (batch_size,), generator=generator)
+        windows = torch.stack([ids[s : s + seq_len + 1] for s in starts.tolist()])
+        return windows[:, :-1], windows[:, 1:]

@@ -1,0 +1,73 @@
+"""Device, preset and seed: the first lines of every notebook.
+
+A notebook declares one dictionary of settings per preset, ``"cpu"`` (small:
+what CI runs on two cores) and ``"gpu"`` (larger: more steps and seeds), and
+calls :func:`setup`. The preset follows the device unless the environment
+variable ``ROPE_LESSONS_PRESET`` names one; ``ROPE_LESSONS_DEVICE`` forces the
+device (``cpu``, ``cuda``, ``cuda:1``, ...).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Mapping
+from typing import TypeVar
+
+import numpy as np
+import torch
+
+PRESET_ENV = "ROPE_LESSONS_PRESET"
+DEVICE_ENV = "ROPE_LESSONS_DEVICE"
+PRESETS = ("cpu", "gpu")
+
+Settings = TypeVar("Settings")
+
+
+def choose_device() -> torch.device:
+    """``$ROPE_LESSONS_DEVICE`` if set, else CUDA when available, else the CPU."""
+    forced = os.environ.get(DEVICE_ENV)
+    if forced:
+        return torch.device(forced)
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def choose_preset(device: torch.device) -> str:
+    """``$ROPE_LESSONS_PRESET`` if set, else ``"gpu"`` on CUDA and ``"cpu"`` otherwise."""
+    forced = os.environ.get(PRESET_ENV)
+    if forced:
+        if forced not in PRESETS:
+            raise ValueError(f"{PRESET_ENV} must be one of {list(PRESETS)}, got {forced!r}")
+        return forced
+    return "gpu" if device.type == "cuda" else "cpu"
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python's, NumPy's and PyTorch's generators (all devices)."""
+    random.seed(seed)
+    np.random.seed(seed)  # noqa: NPY002  (the global generator that notebook code uses)
+    torch.manual_seed(seed)
+
+
+def setup(presets: Mapping[str, Settings], seed: int = 0) -> tuple[Settings, torch.device]:
+    """Pick the device and preset, seed everything, and say what was chosen.
+
+    Args:
+        presets: settings for ``"cpu"`` and ``"gpu"``.
+        seed: the seed passed to :func:`seed_everything`.
+
+    Returns:
+        ``(settings, device)``: the chosen preset's settings and the device.
+    """
+    missing = [name for name in PRESETS if name not in presets]
+    if missing:
+        raise ValueError(f"presets must define {list(PRESETS)}; missing {missing}")
+    device = choose_device()
+    preset = choose_preset(device)
+    seed_everything(seed)
+    print(
+        f"device: {device} | preset: {preset} | torch {torch.__version__} | "
+        f"{torch.get_num_threads()} CPU threads | seed {seed}"
+    )
+    print(f"(set {PRESET_ENV}=cpu or =gpu to choose the preset yourself)")
+    return presets[preset], device

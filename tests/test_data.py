@@ -1,0 +1,88 @@
+"""Synthetic tasks and the shipped corpus: targets, determinism, checksums."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+import torch
+
+from rope_lessons.corpus import CORPUS_SHA256, CharCorpus, load_text
+from rope_lessons.tasks import IGNORE, CopyAtLag, WhichFirst, batch_sampler
+
+
+def test_which_first_targets_name_the_earlier_marker() -> None:
+    task = WhichFirst(n_fillers=5)
+    tokens, targets = task.sample(500, 10, torch.Generator().manual_seed(0))
+    assert tokens.shape == targets.shape == (500, 10)
+    assert (tokens[:, -1] == task.QUERY).all()
+    assert (targets[:, :-1] == IGNORE).all()
+    first_a = (tokens == task.A).int().argmax(1)
+    first_b = (tokens == task.B).int().argmax(1)
+    expected = torch.where(first_a < first_b, task.A, task.B)
+    assert torch.equal(targets[:, -1], expected)
+    assert ((tokens == task.A).sum(1) == 1).all() and ((tokens == task.B).sum(1) == 1).all()
+    share_a = (targets[:, -1] == task.A).float().mean().item()
+    assert 0.4 < share_a < 0.6  # balanced answers
+
+
+def test_which_first_token_counts_do_not_reveal_the_answer() -> None:
+    """The multiset of tokens is independent of the answer: same distribution of counts."""
+    task = WhichFirst(n_fillers=3)
+    tokens, targets = task.sample(4000, 8, torch.Generator().manual_seed(1))
+    counts = torch.stack([(tokens == t).sum(1) for t in range(task.vocab_size)], 1).float()
+    a_first = targets[:, -1] == task.A
+    diff = counts[a_first].mean(0) - counts[~a_first].mean(0)
+    assert diff.abs().max() < 0.15
+
+
+def test_copy_at_lag_targets_are_shifted_tokens() -> None:
+    tokens, targets = CopyAtLag(lag=3, vocab=7).sample(4, 10, torch.Generator().manual_seed(0))
+    assert (targets[:, :3] == IGNORE).all()
+    assert torch.equal(targets[:, 3:], tokens[:, :-3])
+
+
+def test_sampler_is_deterministic_for_a_seed() -> None:
+    a = batch_sampler(WhichFirst(), 4, 9, seed=5)
+    b = batch_sampler(WhichFirst(), 4, 9, seed=5)
+    for _ in range(3):
+        assert all(torch.equal(x, y) for x, y in zip(a(), b(), strict=True))
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "word"),
+    [
+        (lambda: WhichFirst().sample(2, 2, torch.Generator()), ValueError, "seq_len must be >= 3"),
+        (lambda: CopyAtLag(lag=4).sample(2, 4, torch.Generator()), ValueError, "seq_len"),
+        (lambda: WhichFirst().sample(0, 5, torch.Generator()), ValueError, "batch_size"),
+    ],
+)
+def test_bad_task_arguments(call, error: type[Exception], word: str) -> None:
+    with pytest.raises(error, match=word):
+        call()
+
+
+def test_corpus_is_the_recorded_text() -> None:
+    text = load_text()
+    assert hashlib.sha256(text.encode("utf-8")).hexdigest() == CORPUS_SHA256
+    assert len(text) == 1_191_295
+    assert text.startswith("CHAPTER 1. Loomings.\n\nCall me Ishmael.")
+
+
+def test_char_corpus_round_trips_and_samples_next_characters() -> None:
+    corpus = CharCorpus()
+    assert corpus.vocab_size == 81
+    assert corpus.decode(corpus.encode("Call me Ishmael.")) == "Call me Ishmael."
+    tokens, targets = corpus.sample(3, 16, torch.Generator().manual_seed(0), split="val")
+    assert tokens.shape == targets.shape == (3, 16)
+    assert torch.equal(tokens[:, 1:], targets[:, :-1])
+    with pytest.raises(ValueError, match="not in the corpus alphabet"):
+        corpus.encode("€")
+    with pytest.raises(ValueError, match="split must be one of"):
+        corpus.sample(1, 4, torch.Generator(), split="test")
+
+
+def test_small_custom_corpus_has_its_own_alphabet() -> None:
+    corpus = CharCorpus("abcabcabcabc", val_fraction=0.25)
+    assert corpus.alphabet == ["a", "b", "c"]
+    assert len(corpus.splits["train"]) == 9

@@ -1,0 +1,247 @@
+"""RoPE: the identities the book derives, the equivalent forms, and bad input."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from helpers import random_features
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rope_lessons.rope import (
+    apply_rope,
+    apply_rope_complex,
+    apply_rope_loop,
+    frequencies,
+    layout_permutation,
+    rotating_pairs,
+    rotation_angles,
+    rotation_matrix,
+)
+
+dims = st.integers(1, 32).map(lambda half: 2 * half)
+positions = st.integers(-100_000, 100_000)
+bases = st.sampled_from([10.0, 100.0, 10_000.0, 500_000.0])
+layouts = st.sampled_from(["interleaved", "half"])
+seeds = st.integers(0, 2**16)
+
+
+def at(x: torch.Tensor, position: int, **kwargs: object) -> torch.Tensor:
+    """Rotate a single vector ``x`` of shape ``(d,)`` as if it stood at ``position``."""
+    return apply_rope(x[None], torch.tensor([position]), **kwargs)[0]  # type: ignore[arg-type]
+
+
+def test_frequencies_follow_the_formula() -> None:
+    theta = frequencies(8, base=10_000.0)
+    expected = torch.tensor([10_000.0 ** (-2 * k / 8) for k in range(4)], dtype=torch.float64)
+    torch.testing.assert_close(theta, expected, rtol=1e-15, atol=0)
+    assert theta[0] == 1.0 and theta.shape == (4,)
+
+
+@given(dim=dims, m=positions, n=positions, base=bases, layout=layouts, seed=seeds)
+def test_score_depends_only_on_relative_position(
+    dim: int, m: int, n: int, base: float, layout: str, seed: int
+) -> None:
+    """<R_m q, R_n k> = <q, R_{n-m} k>."""
+    q, k = random_features(2, dim, seed=seed)
+    lhs = at(q, m, base=base, layout=layout) @ at(k, n, base=base, layout=layout)
+    rhs = q @ at(k, n - m, base=base, layout=layout)
+    assert math.isclose(lhs, rhs, rel_tol=1e-9, abs_tol=1e-9 * dim)
+
+
+@given(dim=dims, m=positions, n=positions, shift=positions, layout=layouts, seed=seeds)
+def test_score_is_invariant_to_a_common_shift(
+    dim: int, m: int, n: int, shift: int, layout: str, seed: int
+) -> None:
+    q, k = random_features(2, dim, seed=seed)
+    before = at(q, m, layout=layout) @ at(k, n, layout=layout)
+    after = at(q, m + shift, layout=layout) @ at(k, n + shift, layout=layout)
+    assert math.isclose(before, after, rel_tol=1e-9, abs_tol=1e-9 * dim)
+
+
+@given(dim=dims, m=st.integers(-(10**9), 10**9), layout=layouts, seed=seeds)
+def test_rotation_preserves_the_norm(dim: int, m: int, layout: str, seed: int) -> None:
+    x = random_features(dim, seed=seed)
+    assert math.isclose(at(x, m, layout=layout).norm(), x.norm(), rel_tol=1e-12)
+
+
+@given(dim=dims, m=positions, base=bases, seed=seeds)
+def test_matrix_form_equals_interleaved_elementwise_form(
+    dim: int, m: int, base: float, seed: int
+) -> None:
+    x = random_features(dim, seed=seed)
+    torch.testing.assert_close(
+        rotation_matrix(m, dim, base) @ x, at(x, m, base=base), rtol=1e-10, atol=1e-10
+    )
+
+
+@given(dim=dims, m=positions, base=bases, seed=seeds)
+def test_half_layout_is_the_interleaved_layout_permuted(
+    dim: int, m: int, base: float, seed: int
+) -> None:
+    x = random_features(dim, seed=seed)
+    perm = layout_permutation(dim)
+    torch.testing.assert_close(
+        at(x, m, base=base, layout="interleaved")[perm],
+        at(x[perm], m, base=base, layout="half"),
+        rtol=1e-12,
+        atol=1e-12,
+    )
+
+
+def test_layout_permutation_is_evens_then_odds() -> None:
+    assert layout_permutation(8).tolist() == [0, 2, 4, 6, 1, 3, 5, 7]
+
+
+@given(dim=dims, shift=st.integers(0, 10**6), base=bases, seed=seeds)
+def test_complex_form_equals_interleaved_form(dim: int, shift: int, base: float, seed: int) -> None:
+    x = random_features(2, 3, 5, dim, seed=seed)
+    pos = torch.arange(5) + shift
+    torch.testing.assert_close(
+        apply_rope_complex(x, pos, base=base), apply_rope(x, pos, base=base), rtol=1e-9, atol=1e-9
+    )
+
+
+def test_loop_form_equals_interleaved_form() -> None:
+    x = random_features(2, 3, 6, 8)
+    pos = torch.tensor([0, 5, 17, 1000, -3, 12345])
+    torch.testing.assert_close(apply_rope_loop(x, pos), apply_rope(x, pos), rtol=1e-12, atol=1e-12)
+
+
+@given(dim=dims, m=positions, n=positions)
+def test_rotation_matrices_compose_relatively(dim: int, m: int, n: int) -> None:
+    """R_m^T R_n = R_{n-m}, and every R_m is orthogonal."""
+    r_m, r_n = rotation_matrix(m, dim), rotation_matrix(n, dim)
+    torch.testing.assert_close(r_m.T @ r_n, rotation_matrix(n - m, dim), rtol=1e-9, atol=1e-9)
+    torch.testing.assert_close(r_m.T @ r_m, torch.eye(dim, dtype=torch.float64), atol=1e-12, rtol=0)
+
+
+def test_matches_published_golden_values() -> None:
+    """Gemma's positional-embedding test: ones(4), position 1, base 100, half layout."""
+    out = apply_rope(torch.ones(1, 4), torch.tensor([1]), base=100.0, layout="half")
+    expected = torch.tensor([[-0.30116868, 0.89517075, 1.3817732, 1.0948375]])
+    torch.testing.assert_close(out, expected, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(apply_rope(torch.ones(1, 4), base=100.0), torch.ones(1, 4))
+
+
+def test_position_zero_is_the_identity() -> None:
+    x = random_features(3, 7, 16)
+    torch.testing.assert_close(apply_rope(x, torch.zeros(7, dtype=torch.long)), x)
+
+
+def test_default_positions_are_arange_and_cached_tables_agree() -> None:
+    x = random_features(2, 4, 9, 12)
+    explicit = apply_rope(x, torch.arange(9))
+    torch.testing.assert_close(apply_rope(x), explicit, rtol=0, atol=0)
+    torch.testing.assert_close(apply_rope(x), explicit, rtol=0, atol=0)  # from the cache
+
+
+def test_positions_broadcast_over_batch_and_heads() -> None:
+    x = random_features(2, 3, 5, 8)
+    per_row = torch.tensor([[0, 1, 2, 3, 4], [10, 11, 12, 13, 14]])[:, None, :]  # (2, 1, 5)
+    out = apply_rope(x, per_row)
+    torch.testing.assert_close(out[1], apply_rope(x[1], torch.arange(10, 15)))
+
+
+@given(dim=dims, m=positions, layout=layouts, seed=seeds)
+def test_negative_position_undoes_the_rotation(dim: int, m: int, layout: str, seed: int) -> None:
+    """R_{-m} = R_m^T = R_m^{-1}."""
+    x = random_features(dim, seed=seed)
+    torch.testing.assert_close(at(at(x, m, layout=layout), -m, layout=layout), x)
+
+
+@pytest.mark.parametrize("p", [0.0, 0.25, 0.5, 0.75, 1.0])
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_p_rope_keeps_the_highest_frequencies_rotating(p: float, layout: str) -> None:
+    dim, kept = 16, rotating_pairs(16, p)
+    assert kept == int(p * 8)
+    theta = frequencies(dim, p=p)
+    assert (theta[:kept] > 0).all() and (theta[kept:] == 0).all()
+    x = random_features(1, dim)
+    out = apply_rope(x, torch.tensor([7]), layout=layout, p=p)
+    pairs = torch.arange(dim // 2)
+    first = 2 * pairs if layout == "interleaved" else pairs
+    second = first + 1 if layout == "interleaved" else pairs + dim // 2
+    frozen = torch.cat((first[kept:], second[kept:]))
+    moving = torch.cat((first[:kept], second[:kept]))
+    torch.testing.assert_close(out[:, frozen], x[:, frozen], rtol=0, atol=0)
+    assert not torch.allclose(out[:, moving], x[:, moving]) or kept == 0
+
+
+def test_rotating_pairs_rounds_down() -> None:
+    assert rotating_pairs(10, 0.3) == 1  # 0.3 * 5 = 1.5 -> 1
+    assert rotating_pairs(64, 0.25) == 8
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+def test_low_precision_input_keeps_dtype_and_float32_angles(dtype: torch.dtype) -> None:
+    """At position 10^5 bfloat16 angles would be off by whole radians; ours are not."""
+    x = random_features(1, 64).to(dtype)
+    pos = torch.tensor([100_000])
+    out = apply_rope(x, pos)
+    assert out.dtype == dtype
+    reference = apply_rope(x.double(), pos)  # exact rotation of the same rounded input
+    error = (out.double() - reference).abs().max().item()
+    assert error <= 4 * torch.finfo(dtype).eps * x.double().abs().max().item()
+
+
+def test_angles_in_the_requested_dtype_lose_precision() -> None:
+    """rotation_angles(dtype=bfloat16) really rounds: position 257 becomes 256."""
+    angle = rotation_angles(torch.tensor([257]), 2, dtype=torch.bfloat16)
+    assert angle.item() == 256.0
+
+
+def test_matches_hugging_face_llama_rotary_functions() -> None:
+    transformers = pytest.importorskip("transformers")
+    from transformers.models.llama.modeling_llama import (
+        LlamaRotaryEmbedding,
+        apply_rotary_pos_emb,
+    )
+
+    config = transformers.LlamaConfig(hidden_size=64, num_attention_heads=2, rope_theta=500.0)
+    q, k = random_features(2, 1, 2, 11, 32, dtype=torch.float32)
+    pos = torch.arange(11)[None] + 20
+    cos, sin = LlamaRotaryEmbedding(config=config)(q, pos)
+    hf_q, hf_k = apply_rotary_pos_emb(q, k, cos, sin)
+    ours_q = apply_rope(q, pos[0], base=500.0, layout="half")
+    ours_k = apply_rope(k, pos[0], base=500.0, layout="half")
+    # HF forms its angles in float32 and ours in float64; at positions near 30 the
+    # float32 rounding of an angle is about 2e-6 rad, hence the tolerance.
+    torch.testing.assert_close(ours_q, hf_q, rtol=1e-5, atol=2e-5)
+    torch.testing.assert_close(ours_k, hf_k, rtol=1e-5, atol=2e-5)
+
+
+# --- bad input ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "word"),
+    [
+        (lambda: apply_rope(torch.zeros(3, 7)), ValueError, "last dimension of x"),
+        (lambda: apply_rope(torch.zeros(8)), ValueError, "x must have shape"),
+        (lambda: apply_rope(torch.zeros(3, 8, dtype=torch.long)), TypeError, "floating"),
+        (lambda: apply_rope([[0.0, 1.0]]), TypeError, "x must be a torch.Tensor"),
+        (lambda: apply_rope(torch.zeros(3, 8), layout="neox"), ValueError, "layout"),
+        (lambda: apply_rope(torch.zeros(3, 8), p=1.5), ValueError, "p must lie in"),
+        (lambda: apply_rope(torch.zeros(3, 8), p=-0.1), ValueError, "p must lie in"),
+        (lambda: apply_rope(torch.zeros(3, 8), base=0.0), ValueError, "base"),
+        (lambda: apply_rope(torch.zeros(3, 8), torch.zeros(3)), TypeError, "integer dtype"),
+        (lambda: apply_rope(torch.zeros(3, 8), torch.arange(4)), ValueError, "do not broadcast"),
+        (
+            lambda: apply_rope(torch.zeros(2, 3, 8), torch.zeros(2, 1, 1, 3, dtype=torch.long)),
+            ValueError,
+            "do not broadcast",
+        ),
+        (lambda: apply_rope(torch.zeros(3, 8), [0, 1, 2]), TypeError, "positions must be"),
+        (lambda: frequencies(7), ValueError, "dim must be a positive even"),
+        (lambda: frequencies(8.0), TypeError, "dim must be an int"),
+        (lambda: rotation_matrix(1.5, 8), TypeError, "position must be an int"),
+        (lambda: layout_permutation(0), ValueError, "dim"),
+        (lambda: apply_rope_complex(torch.zeros(3, 5)), ValueError, "last dimension"),
+    ],
+)
+def test_bad_input_names_the_argument(call, error: type[Exception], word: str) -> None:
+    with pytest.raises(error, match=word):
+        call()
