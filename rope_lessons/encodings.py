@@ -6,8 +6,13 @@ blog, 2024): the raw integer, the integer divided by the length, binary
 digits, and the sinusoids of Vaswani et al., "Attention Is All You Need"
 (arXiv:1706.03762, section 3.5).
 
-Every function returns a float32 tensor of shape ``(n_positions, dim)`` whose
-row ``p`` is the encoding of position ``p`` (0-based).
+Every encoding returns a float32 tensor (by default) of shape
+``(n_positions, dim)`` whose row ``p`` is the encoding of position ``p``
+(0-based). The measurements of chapter 2 sit beside them:
+:func:`signal_to_noise_ratio` (token power over position power),
+:func:`changed_components` (how many components change between neighbours),
+:func:`sinusoidal_shift_matrix` and :func:`sinusoidal_dot_product` (the
+sinusoidal code's shift and inner-product identities).
 """
 
 from __future__ import annotations
@@ -74,7 +79,9 @@ def binary(n_positions: int, dim: int) -> torch.Tensor:
     return ((positions >> bits) & 1).to(torch.float32)
 
 
-def sinusoidal(n_positions: int, dim: int, base: float = 10000.0) -> torch.Tensor:
+def sinusoidal(
+    n_positions: int, dim: int, base: float = 10000.0, *, dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
     r"""The Vaswani encoding, sine at even and cosine at odd columns.
 
     :math:`PE(p, 2k) = \sin(p\,\omega_k)`, :math:`PE(p, 2k+1) = \cos(p\,\omega_k)`
@@ -82,16 +89,50 @@ def sinusoidal(n_positions: int, dim: int, base: float = 10000.0) -> torch.Tenso
     all sines first and all cosines after is a permutation of the columns and
     an equivalent encoding.
 
+    Args:
+        n_positions, dim, base: rows, columns (even) and the base.
+        dtype: a floating dtype for the result; the angles are computed in
+            float64 whatever it is.
+
     Returns:
         Tensor ``(n_positions, dim)``.
     """
     n_positions = check_positive_int(n_positions, "n_positions")
     dim = check_even_dim(dim)
     base = check_base(base)
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}")
     k = torch.arange(dim // 2, dtype=torch.float64)
     omega = base ** (-2.0 * k / dim)  # (d/2,)
     angles = torch.arange(n_positions, dtype=torch.float64)[:, None] * omega  # (n, d/2)
-    return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2).float()
+    return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2).to(dtype)
+
+
+def sinusoidal_dot_product(
+    offset: int | torch.Tensor, dim: int, base: float = 10000.0
+) -> torch.Tensor:
+    r""":math:`PE(p) \cdot PE(p + k) = \sum_{j} \cos(k\,\omega_j)`, the same for every ``p``.
+
+    Each (sin, cos) pair contributes
+    :math:`\sin a \sin(a + \phi) + \cos a \cos(a + \phi) = \cos\phi` with
+    :math:`\phi = k\,\omega_j`, so the position ``p`` drops out.
+
+    Args:
+        offset: the offset ``k``, an int or an integer tensor of any shape.
+        dim, base: as in :func:`sinusoidal`.
+
+    Returns:
+        float64 tensor of the shape of ``offset``; ``dim / 2`` at offset 0.
+    """
+    dim = check_even_dim(dim)
+    base = check_base(base)
+    if isinstance(offset, bool) or not isinstance(offset, (int, torch.Tensor)):
+        raise TypeError(f"offset must be an int or an integer tensor, got {type(offset).__name__}")
+    offsets = torch.as_tensor(offset)
+    if offsets.is_floating_point() or offsets.is_complex() or offsets.dtype == torch.bool:
+        raise TypeError(f"offset must hold integers, got {offsets.dtype}")
+    omega = base ** (-2.0 * torch.arange(dim // 2, dtype=torch.float64) / dim)  # (d/2,)
+    return (offsets.double()[..., None] * omega).cos().sum(dim=-1)
 
 
 def sinusoidal_shift_matrix(offset: int, dim: int, base: float = 10000.0) -> torch.Tensor:
@@ -119,6 +160,57 @@ def sinusoidal_shift_matrix(offset: int, dim: int, base: float = 10000.0) -> tor
     cos, sin = phi.cos(), phi.sin()
     blocks = torch.stack((torch.stack((cos, sin), -1), torch.stack((-sin, cos), -1)), -2)
     return torch.block_diag(*blocks)
+
+
+def signal_to_noise_ratio(signal: torch.Tensor, encoding: torch.Tensor) -> torch.Tensor:
+    r"""Power of the token signal over the power of each position's code.
+
+    :math:`\text{SNR}(p) = \overline{\lVert x\rVert^2} / \lVert PE(p)\rVert^2`,
+    where the bar averages over the rows of ``signal``. For layer-normed
+    embeddings (mean 0 and variance 1 over the ``d`` features of each row)
+    :math:`\lVert x\rVert^2 \approx d`, so the integer code
+    :math:`p\,\mathbf{1}` gives :math:`1/p^2`. A position whose code is zero
+    gets ``inf``. Ten times ``log10`` of it is the ratio in decibels.
+
+    Args:
+        signal: token embeddings ``(N, d)``, e.g. after layer normalisation.
+        encoding: position codes ``(P, d)``.
+
+    Returns:
+        Tensor ``(P,)`` in the dtype of ``signal``.
+    """
+    for name, t in (("signal", signal), ("encoding", encoding)):
+        if not isinstance(t, torch.Tensor) or not t.is_floating_point():
+            raise TypeError(f"{name} must be a floating torch.Tensor")
+        if t.ndim != 2:
+            raise ValueError(f"{name} must have shape (rows, dim), got {tuple(t.shape)}")
+    if signal.shape[1] != encoding.shape[1]:
+        raise ValueError(
+            f"signal and encoding must have the same dim, got {signal.shape[1]} "
+            f"and {encoding.shape[1]}"
+        )
+    signal_power = signal.pow(2).sum(dim=1).mean()  # scalar
+    noise_power = encoding.to(signal.dtype).pow(2).sum(dim=1)  # (P,)
+    return signal_power / noise_power
+
+
+def changed_components(table: torch.Tensor) -> torch.Tensor:
+    """How many components differ between the codes of neighbouring positions.
+
+    For the binary code, going from ``p`` to ``p + 1`` flips the trailing ones
+    of ``p`` and the zero above them: ``7 -> 8`` (``0111 -> 1000``) flips four.
+
+    Args:
+        table: position codes ``(P, d)``, row ``p`` for position ``p``.
+
+    Returns:
+        Long tensor ``(P - 1,)``: entry ``p`` compares rows ``p`` and ``p + 1``.
+    """
+    if not isinstance(table, torch.Tensor):
+        raise TypeError(f"table must be a torch.Tensor, got {type(table).__name__}")
+    if table.ndim != 2 or table.shape[0] < 2:
+        raise ValueError(f"table must have shape (positions >= 2, dim), got {tuple(table.shape)}")
+    return (table[1:] != table[:-1]).sum(dim=1)
 
 
 def absolute_encoding(

@@ -12,9 +12,12 @@ from hypothesis import strategies as st
 from rope_lessons.encodings import (
     absolute_encoding,
     binary,
+    changed_components,
     integer,
     normalised_integer,
+    signal_to_noise_ratio,
     sinusoidal,
+    sinusoidal_dot_product,
     sinusoidal_shift_matrix,
 )
 
@@ -105,3 +108,78 @@ def test_dispatcher_returns_the_named_encoding() -> None:
 def test_bad_input_names_the_argument(call, error: type[Exception], word: str) -> None:
     with pytest.raises(error, match=word):
         call()
+
+
+def test_sinusoidal_dtype_option_keeps_the_float32_default() -> None:
+    assert sinusoidal(5, 4).dtype == torch.float32
+    wide = sinusoidal(300, 16, dtype=torch.float64)
+    assert wide.dtype == torch.float64
+    torch.testing.assert_close(wide.float(), sinusoidal(300, 16))
+    with pytest.raises(TypeError, match="dtype"):
+        sinusoidal(5, 4, dtype=torch.int64)
+
+
+@given(
+    offset=st.integers(-300, 300),
+    half_dim=st.integers(1, 16),
+    base=st.sampled_from([10.0, 10_000.0]),
+)
+def test_sinusoidal_dot_product_is_the_closed_form_at_every_position(
+    offset: int, half_dim: int, base: float
+) -> None:
+    """PE(p) . PE(p + k) = sum_j cos(k omega_j) for every p."""
+    dim = 2 * half_dim
+    table = sinusoidal(800, dim, base, dtype=torch.float64)
+    p = torch.arange(max(0, -offset), max(0, -offset) + 200)
+    dots = (table[p] * table[p + offset]).sum(-1)  # (200,)
+    expected = sinusoidal_dot_product(offset, dim, base)
+    torch.testing.assert_close(dots, expected.expand_as(dots), rtol=0, atol=1e-10)
+
+
+def test_sinusoidal_dot_product_takes_tensors_and_peaks_at_zero() -> None:
+    values = sinusoidal_dot_product(torch.arange(-5, 6), 16)
+    assert values.shape == (11,)
+    assert values[5] == 8.0 and (values[:5] < 8.0).all()
+    torch.testing.assert_close(values, values.flip(0))  # even in the offset
+    with pytest.raises(TypeError, match="offset"):
+        sinusoidal_dot_product(torch.tensor([0.5]), 16)
+
+
+def test_signal_to_noise_of_the_classic_codes_against_unit_variance_rows() -> None:
+    generator = torch.Generator().manual_seed(0)
+    signal = torch.nn.functional.layer_norm(
+        torch.randn(500, 64, generator=generator, dtype=torch.float64), (64,), eps=0.0
+    )  # every row: mean 0, variance 1, squared norm exactly 64
+    p = torch.arange(1, 16, dtype=torch.float64)
+    torch.testing.assert_close(signal_to_noise_ratio(signal, integer(16, 64))[1:], 1 / p**2)
+    assert signal_to_noise_ratio(signal, integer(16, 64))[0] == math.inf
+    torch.testing.assert_close(
+        signal_to_noise_ratio(signal, sinusoidal(100, 64)),
+        torch.full((100,), 2.0, dtype=torch.float64),
+        rtol=1e-6,
+        atol=0,
+    )
+    ones = binary(16, 64).sum(-1).double()[1:]  # set bits of 1..15
+    torch.testing.assert_close(signal_to_noise_ratio(signal, binary(16, 64))[1:], 64 / ones)
+
+
+def test_signal_to_noise_refuses_mismatched_shapes() -> None:
+    with pytest.raises(ValueError, match="same dim"):
+        signal_to_noise_ratio(torch.zeros(3, 4), torch.ones(2, 5))
+    with pytest.raises(ValueError, match="signal"):
+        signal_to_noise_ratio(torch.zeros(4), torch.ones(2, 4))
+
+
+@given(bits=st.integers(2, 12))
+def test_binary_neighbours_differ_in_the_bits_of_p_xor_p_plus_one(bits: int) -> None:
+    n = 2**bits
+    changes = changed_components(binary(n, bits))
+    expected = [bin(p ^ (p + 1)).count("1") for p in range(n - 1)]
+    assert changes.tolist() == expected
+    # mean over all neighbours: 2 - bits / (2**bits - 1), which tends to 2
+    assert changes.double().mean().item() == pytest.approx(2 - bits / (n - 1))
+
+
+def test_changed_components_needs_two_rows() -> None:
+    with pytest.raises(ValueError, match="table"):
+        changed_components(torch.zeros(1, 4))
