@@ -3,11 +3,15 @@
 Modules, in the order the course uses them:
 
 * :mod:`rope_lessons.attention`: attention with RoPE at any of nine placements;
+* :mod:`rope_lessons.nope`: attention without positions: its symmetry, and
+  what a causal mask recovers (chapter 1);
 * :mod:`rope_lessons.encodings`: integer, binary and sinusoidal encodings;
 * :mod:`rope_lessons.rope`: RoPE itself, its matrix, complex and loop forms;
 * :mod:`rope_lessons.model`, :mod:`rope_lessons.training`,
   :mod:`rope_lessons.tasks`, :mod:`rope_lessons.corpus`: the toy models,
   their training loop and their data;
+* :mod:`rope_lessons.experiments`, :mod:`rope_lessons.learning_curves`: toy
+  experiments over several seeds and their summaries;
 * :mod:`rope_lessons.runtime`: device, preset and seed for the notebooks;
 * :mod:`rope_lessons.benchmark`: timing of the RoPE forms.
 """
