@@ -137,7 +137,9 @@ def test(_: list[str]) -> None:
 
 
 def build_book() -> None:
-    run(BIN / "jupyter-book", "build", ".", "-W", "-n", "--keep-going")
+    # --all: write every page again (executions still come from jupyter-cache), so that
+    # no page keeps stale previous/next links or navigation after _toc.yml changes.
+    run(BIN / "jupyter-book", "build", ".", "--all", "-W", "-n", "--keep-going")
 
 
 def book(_: list[str]) -> None:
