@@ -26,6 +26,8 @@ from site_pages import SCREENSHOTS, SITE, built_pages, toc_files
 
 # Waits until the page is loaded, every image has loaded or failed, the web
 # fonts are in, and MathJax (where the page loads it) has typeset the page.
+# MathJax's script is deferred, so it has run by the time the page is complete:
+# if MathJax.startup is missing then, the script did not load.
 WAIT_UNTIL_READY = """
 const done = arguments[arguments.length - 1];
 const deadline = Date.now() + 45000;
@@ -35,11 +37,10 @@ async function ready() {
   while (document.readyState !== "complete" && Date.now() < deadline) await pause();
   const usesMathJax = [...document.scripts].some((s) => /mathjax/i.test(s.src));
   if (usesMathJax) {
-    while (!(window.MathJax && MathJax.startup && MathJax.startup.promise)
-           && Date.now() < deadline) await pause();
-    if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
-      await MathJax.startup.promise;
+    if (!(window.MathJax && MathJax.startup && MathJax.startup.promise)) {
+      return "MathJax did not load";
     }
+    await MathJax.startup.promise;
   }
   while ([...document.images].some((i) => !i.complete) && Date.now() < deadline) await pause();
   await document.fonts.ready;
@@ -92,6 +93,7 @@ class Page:
 
     path: str
     url: str
+    state: str
     seen: dict[str, Any]
     requests: list[str] = field(default_factory=list)
     console_errors: list[str] = field(default_factory=list)
@@ -133,8 +135,8 @@ def crawl(browser: Any, server: str) -> dict[str, Page]:
         url = urljoin(server, path)
         browser.get(url)
         state = browser.execute_async_script(WAIT_UNTIL_READY)
-        assert state == "ready", f"{path}: {state}"
-        page = Page(path=path, url=browser.current_url, seen=browser.execute_script(COLLECT))
+        seen = browser.execute_script(COLLECT)
+        page = Page(path=path, url=browser.current_url, state=state, seen=seen)
         page.requests = _requests_from_performance_log(browser)
         page.console_errors = [
             e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"
@@ -149,6 +151,19 @@ def test_every_page_of_the_table_of_contents_is_built(crawl: dict[str, Page]) ->
     missing = [f for f in toc_files() if f"{f}.html" not in crawl]
     assert not missing
     assert len(crawl) >= len(toc_files()) + 2  # plus the index and search pages
+
+
+def test_every_page_loads_completely(crawl: dict[str, Page]) -> None:
+    """Loaded, images settled, fonts in, and MathJax done where the page uses it."""
+    not_ready = {p.path: p.state for p in crawl.values() if p.state != "ready"}
+    assert not not_ready
+
+
+def test_the_site_root_leads_to_the_landing_page(crawl: dict[str, Page], server: str) -> None:
+    root = (SITE / "index.html").read_text(encoding="utf-8")
+    target = re.search(r'http-equiv="Refresh" content="0; url=([^"]+)"', root)
+    assert target and target.group(1) == f"{toc_files()[0]}.html"
+    assert crawl["index.html"].url == urljoin(server, target.group(1))
 
 
 def test_no_request_leaves_loopback(crawl: dict[str, Page], server: str) -> None:
@@ -214,10 +229,21 @@ def test_internal_links_resolve(crawl: dict[str, Page], server: str) -> None:
     print(f"{len(internal)} internal links to {len(documents)} documents checked")
 
 
+IMAGE_FILE = re.compile(r"\.(png|svg|jpe?g|gif|webp)$", re.IGNORECASE)
+
+
+def _describes(alt: str | None, src: str) -> bool:
+    """Alt text that says something: not empty, and not the image's file name, which
+    is what docutils and myst-nb write when a figure was given no alt text."""
+    alt = (alt or "").strip()
+    name = urlsplit(src).path.rsplit("/", 1)[-1]
+    return bool(alt) and not IMAGE_FILE.search(alt) and name not in alt
+
+
 def test_images_load_and_have_alt_text(crawl: dict[str, Page]) -> None:
     images = [(p.path, image) for p in crawl.values() for image in p.seen["images"]]
     unloaded = [(path, i["src"]) for path, i in images if not i["width"]]
-    no_alt = [(path, i["src"]) for path, i in images if not (i["alt"] or "").strip()]
+    no_alt = [(path, i["src"]) for path, i in images if not _describes(i["alt"], i["src"])]
     assert not unloaded
     assert not no_alt
     assert images, "no image on any page: the figures are missing"
