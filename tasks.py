@@ -92,7 +92,8 @@ def test(_: list[str]) -> None:
 
 
 def book(_: list[str]) -> None:
-    run(PYTHON, "-m", "jupyter_book", "build", ".", "-W", "-n", "--keep-going")
+    jupyter_book = BIN / ("jupyter-book.exe" if os.name == "nt" else "jupyter-book")
+    run(jupyter_book, "build", ".", "-W", "-n", "--keep-going")
     index = ROOT / "_build" / "html" / "index.html"
     say(f"the book is at {index}")
     say(f"open it with: python3 -m webbrowser file://{index}")
