@@ -5,9 +5,9 @@ The two layouts pair different coordinates (see :mod:`rope_lessons.rope`), and
 ``apply_rope(x, layout="interleaved")[perm] == apply_rope(x[perm], layout="half")``.
 A model trained with one layout runs identically with the other once the rows
 of its query and key projections are permuted the same way within every
-head. Forgetting to permute (loading the weights as they are) raises no error
-and silently changes every score; this is the weight-porting bug of
-huggingface/transformers#25199 and of Meta-to-Hugging-Face Llama conversion.
+head, which is what Hugging Face's conversion of Meta's Llama weights does
+(see huggingface/transformers#25199). Forgetting to permute (loading the
+weights as they are) raises no error and silently changes every score.
 
 Shapes: ``C`` model width, ``H`` heads, ``D = C / H`` head dimension.
 """
