@@ -2,14 +2,19 @@
 """The course's commands. Each sets up what it needs, then runs.
 
     python3 tasks.py book        build the HTML book, executing every notebook
-    python3 tasks.py test        lint, unit and property tests, then nbval on every notebook
+    python3 tasks.py test        lint, unit and property tests, nbval on every notebook, then
+                                 build the book and test the site in headless Chromium
     python3 tasks.py notebooks [PATH ...]
                                  re-execute notebooks in place (to refresh committed outputs)
+    python3 tasks.py colab       run every notebook as Colab would: a fresh environment with
+                                 only what Colab ships, the package installed by the set-up cell
 
 Set-up, shared by all commands: a virtual environment in .venv is created if
 missing and filled from requirements.txt plus the package itself (editable); it
-is reused while requirements.txt and pyproject.toml stay unchanged. Only the
-standard library is used here, so a bare Python 3.10+ can run this file.
+is reused while requirements.txt and pyproject.toml stay unchanged. The site
+tests also need Chromium and ChromeDriver; where they are missing, `test`
+installs Debian's packages with apt-get (as root) or says what to install.
+Only the standard library is used here, so a bare Python 3.10+ can run this file.
 """
 
 from __future__ import annotations
@@ -17,8 +22,10 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import venv
 from pathlib import Path
@@ -35,14 +42,18 @@ def say(message: str) -> None:
     print(f"[tasks] {message}", flush=True)
 
 
-def run(*args: str | Path) -> None:
+def run(*args: str | Path, env: dict[str, str] | None = None) -> None:
     """Run a command from the repository root with the environment's tools first on PATH."""
-    env = os.environ | {
-        "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-        # Kernels from .venv take precedence over any the user registered elsewhere.
-        "JUPYTER_PATH": str(VENV / "share" / "jupyter"),
-        "PYTHONUNBUFFERED": "1",
-    }
+    env = (
+        os.environ
+        | {
+            "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+            # Kernels from .venv take precedence over any the user registered elsewhere.
+            "JUPYTER_PATH": str(VENV / "share" / "jupyter"),
+            "PYTHONUNBUFFERED": "1",
+        }
+        | (env or {})
+    )
     say("$ " + " ".join(str(a) for a in args))
     subprocess.run([str(a) for a in args], cwd=ROOT, env=env, check=True)
 
@@ -77,10 +88,33 @@ def notebook_paths(names: list[str] | None = None) -> list[Path]:
     return sorted(NOTEBOOKS.glob("*.ipynb"))
 
 
+def ensure_browser() -> None:
+    """Install Debian's Chromium and ChromeDriver for the site tests, unless already there."""
+    if shutil.which("chromium") and shutil.which("chromedriver"):
+        return
+    if not (shutil.which("apt-get") and hasattr(os, "geteuid") and os.geteuid() == 0):
+        sys.exit(
+            "The site tests need Chromium and ChromeDriver on PATH (Debian/Ubuntu: "
+            "apt-get install chromium chromium-driver); install them and run again."
+        )
+    say("installing Debian's chromium and chromium-driver for the site tests")
+    apt = {"DEBIAN_FRONTEND": "noninteractive"}
+    run("apt-get", "update", "-qq", env=apt)
+    packages = ("chromium", "chromium-driver")
+    run("apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages, env=apt)
+
+
+def took(step: str, start: float) -> None:
+    say(f"{step} took {time.perf_counter() - start:.0f} s")
+
+
 def test(_: list[str]) -> None:
+    start = time.perf_counter()
     run(PYTHON, "-m", "ruff", "check", ".")
     run(PYTHON, "-m", "ruff", "format", "--check", ".")
-    run(PYTHON, "-m", "pytest", "tests")
+    run(PYTHON, "-m", "pytest", "tests", "--ignore=tests/built_site")
+    took("lint and unit tests", start)
+    start = time.perf_counter()
     run(
         PYTHON,
         "-m",
@@ -89,10 +123,28 @@ def test(_: list[str]) -> None:
         "--nbval-current-env",
         *(str(p.relative_to(ROOT)) for p in notebook_paths()),
     )
+    took("nbval", start)
+    # The site tests read the built book. Building executes the notebooks into
+    # jupyter-cache, so a later `tasks.py book` reuses them and takes seconds.
+    start = time.perf_counter()
+    build_book()
+    took("book build", start)
+    start = time.perf_counter()
+    ensure_browser()
+    required = {"ROPE_LESSONS_SITE_TESTS": "required"}  # no skipping: fail if it cannot run
+    run(PYTHON, "-m", "pytest", "tests/built_site", env=required)
+    took("site tests in Chromium", start)
+
+
+def build_book() -> None:
+    # --all: write every page again (executions still come from jupyter-cache), so that
+    # no page keeps stale previous/next links or navigation after _toc.yml changes.
+    jupyter_book = BIN / ("jupyter-book.exe" if os.name == "nt" else "jupyter-book")
+    run(jupyter_book, "build", ".", "--all", "-W", "-n", "--keep-going")
 
 
 def book(_: list[str]) -> None:
-    run(PYTHON, "-m", "jupyter_book", "build", ".", "-W", "-n", "--keep-going")
+    build_book()
     index = ROOT / "_build" / "html" / "index.html"
     say(f"the book is at {index}")
     say(f"open it with: python3 -m webbrowser file://{index}")
@@ -113,7 +165,69 @@ def refresh_notebooks(names: list[str]) -> None:
     run(PYTHON, "-c", script, *(str(p.relative_to(ROOT)) for p in notebook_paths(names)))
 
 
-COMMANDS = {"book": book, "test": test, "notebooks": refresh_notebooks}
+COLAB_VENV = ROOT / ".venv-colab"
+# What Colab ships and the notebooks use, at the versions of Colab's runtime where
+# this machine can install them: Colab has torch 2.11 on Python 3.13; here only the
+# torch 2.13.0 CPU wheel for Python 3.11 is at hand. The rest runs the notebooks.
+COLAB_PACKAGES = ("torch==2.13.0", "numpy==2.1.3", "matplotlib==3.10.0", "tqdm==4.67.1")
+RUNNER_PACKAGES = ("ipykernel==7.4.0", "nbclient==0.11.0", "nbformat==5.11.1")
+
+
+def snapshot_repository(target: Path) -> Path:
+    """Commit the working tree (tracked and untracked files, not ignored ones) as
+    branch main of a new repository at ``target``: what Colab's pip would clone."""
+    listing = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    for name in filter(None, listing.split("\0")):
+        if (ROOT / name).is_file():  # a tracked file deleted in the work tree is skipped
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, target / name)
+    git = ["git", "-C", str(target), "-c", "user.name=tasks.py", "-c", "user.email=tasks@localhost"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "--no-gpg-sign", "-m", "snapshot"], check=True)
+    return target
+
+
+def colab(names: list[str]) -> None:
+    """Run the notebooks (all, or those named) as Google Colab would.
+
+    A fresh virtual environment gets only what Colab ships (COLAB_PACKAGES) and
+    what runs notebooks (RUNNER_PACKAGES). scripts/colab_check.py then runs each
+    notebook in an empty folder with ``google.colab`` imported, so that its
+    set-up cell installs the course package itself, with pip from git, from a
+    snapshot of this work tree that stands in for GitHub.
+    """
+    start = time.perf_counter()
+    shutil.rmtree(COLAB_VENV, ignore_errors=True)
+    venv.create(COLAB_VENV, with_pip=True)
+    python = COLAB_VENV / BIN.name / PYTHON.name
+    run(python, "-m", "pip", "install", "--quiet", "--upgrade", "pip")
+    run(python, "-m", "pip", "install", "--quiet", *COLAB_PACKAGES, *RUNNER_PACKAGES)
+    took("the Colab-like environment", start)
+    with tempfile.TemporaryDirectory(prefix="rope-lessons-colab-") as tmp:
+        snapshot = snapshot_repository(Path(tmp) / "repository")
+        env = {
+            "PATH": f"{python.parent}{os.pathsep}{os.environ.get('PATH', '')}",
+            "JUPYTER_PATH": str(COLAB_VENV / "share" / "jupyter"),
+        }
+        run(
+            python,
+            ROOT / "scripts" / "colab_check.py",
+            "--repository",
+            snapshot,
+            "--content",
+            Path(tmp) / "content",
+            *(str(p.relative_to(ROOT)) for p in notebook_paths(names)),
+            env=env,
+        )
+
+
+COMMANDS = {"book": book, "test": test, "notebooks": refresh_notebooks, "colab": colab}
 
 
 def main() -> None:
@@ -121,10 +235,13 @@ def main() -> None:
         description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("command", choices=sorted(COMMANDS), help="what to do")
-    parser.add_argument("notebooks", nargs="*", help="with 'notebooks': which ones (default all)")
+    parser.add_argument(
+        "notebooks", nargs="*", help="with 'notebooks' or 'colab': which ones (default all)"
+    )
     args = parser.parse_args()
     start = time.perf_counter()
-    ensure_environment()
+    if args.command != "colab":  # colab builds its own environment from scratch
+        ensure_environment()
     COMMANDS[args.command](args.notebooks)
     say(f"'{args.command}' finished in {time.perf_counter() - start:.0f} s")
 

@@ -7,6 +7,9 @@ Modules, in the order the course uses them:
   what a causal mask recovers (chapter 1);
 * :mod:`rope_lessons.encodings`: integer, binary and sinusoidal encodings;
 * :mod:`rope_lessons.rope`: RoPE itself, its matrix, complex and loop forms;
+* :mod:`rope_lessons.general_solution`, :mod:`rope_lessons.layouts`,
+  :mod:`rope_lessons.rope2d`, :mod:`rope_lessons.precision`: chapter 3's
+  general solution, layout porting, 2D RoPE and precision measurements;
 * :mod:`rope_lessons.model`, :mod:`rope_lessons.training`,
   :mod:`rope_lessons.tasks`, :mod:`rope_lessons.corpus`: the toy models,
   their training loop and their data;

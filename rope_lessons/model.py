@@ -11,6 +11,7 @@ Shapes: ``B`` batch, ``T`` sequence length, ``C`` model width, ``H`` heads,
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 import torch
@@ -83,6 +84,12 @@ class ModelConfig:
     def head_dim(self) -> int:
         """``D = dim / n_heads``."""
         return self.dim // self.n_heads
+
+
+@lru_cache(maxsize=32)
+def _absolute_table(kind: str, seq_len: int, dim: int, device: torch.device) -> torch.Tensor:
+    """An absolute encoding table ``(T, C)`` on ``device``, built once per length."""
+    return absolute_encoding(kind, seq_len, dim).to(device)  # type: ignore[arg-type]
 
 
 class SelfAttention(nn.Module):
@@ -181,7 +188,7 @@ class TinyTransformer(nn.Module):
                     f"sequences of length {seq_len} have no encoding"
                 )
             return self.learned_positions.weight[:seq_len]
-        return absolute_encoding(kind, seq_len, self.config.dim).to(device)  # type: ignore[arg-type]
+        return _absolute_table(kind, seq_len, self.config.dim, device)
 
     def _run(
         self, tokens: torch.Tensor, positions: torch.Tensor | None, return_weights: bool

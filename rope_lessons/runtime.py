@@ -5,6 +5,11 @@ what CI runs on two cores) and ``"gpu"`` (larger: more steps and seeds), and
 calls :func:`setup`. The preset follows the device unless the environment
 variable ``ROPE_LESSONS_PRESET`` names one; ``ROPE_LESSONS_DEVICE`` forces the
 device (``cpu``, ``cuda``, ``cuda:1``, ...).
+
+On the CPU, :func:`setup` runs PyTorch on one thread (``ROPE_LESSONS_THREADS``
+overrides). The toy models are too small to gain from more, a busy machine
+makes several threads much slower, and a fixed thread count keeps the order of
+floating-point reductions, hence the printed results, the same on every machine.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import torch
 
 PRESET_ENV = "ROPE_LESSONS_PRESET"
 DEVICE_ENV = "ROPE_LESSONS_DEVICE"
+THREADS_ENV = "ROPE_LESSONS_THREADS"
 PRESETS = ("cpu", "gpu")
 
 Settings = TypeVar("Settings")
@@ -42,6 +48,14 @@ def choose_preset(device: torch.device) -> str:
     return "gpu" if device.type == "cuda" else "cpu"
 
 
+def choose_threads() -> int:
+    """``$ROPE_LESSONS_THREADS`` if set, else 1."""
+    forced = os.environ.get(THREADS_ENV, "1")
+    if not forced.isdigit() or int(forced) < 1:
+        raise ValueError(f"{THREADS_ENV} must be a positive integer, got {forced!r}")
+    return int(forced)
+
+
 def seed_everything(seed: int) -> None:
     """Seed Python's, NumPy's and PyTorch's generators (all devices)."""
     random.seed(seed)
@@ -50,7 +64,7 @@ def seed_everything(seed: int) -> None:
 
 
 def setup(presets: Mapping[str, Settings], seed: int = 0) -> tuple[Settings, torch.device]:
-    """Pick the device and preset, seed everything, and say what was chosen.
+    """Pick the device, preset and CPU threads, seed everything, and say what was chosen.
 
     Args:
         presets: settings for ``"cpu"`` and ``"gpu"``.
@@ -64,6 +78,7 @@ def setup(presets: Mapping[str, Settings], seed: int = 0) -> tuple[Settings, tor
         raise ValueError(f"presets must define {list(PRESETS)}; missing {missing}")
     device = choose_device()
     preset = choose_preset(device)
+    torch.set_num_threads(choose_threads())
     seed_everything(seed)
     print(
         f"device: {device} | preset: {preset} | torch {torch.__version__} | "

@@ -8,7 +8,9 @@ no outputs; execute it afterwards with
 
     jupyter nbconvert --to notebook --execute --inplace notebooks/00_setup.ipynb
 
-The set-up cell every notebook starts with is SETUP_CELL below.
+The set-up cell every notebook starts with is SETUP_CELL below, written as
+`ruff format` leaves it, so that formatting a notebook keeps it identical
+(tests/test_notebooks.py checks both).
 """
 
 from __future__ import annotations
@@ -29,7 +31,13 @@ if "google.colab" in sys.modules:
     import subprocess
 
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "git+{REPOSITORY}@main"],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "git+{REPOSITORY}@main",
+        ],
         check=True,
     )"""
 

@@ -14,8 +14,10 @@ from rope_lessons.rope import (
     apply_rope,
     apply_rope_complex,
     apply_rope_loop,
+    cos_sin,
     frequencies,
     layout_permutation,
+    rotate,
     rotating_pairs,
     rotation_angles,
     rotation_matrix,
@@ -211,6 +213,92 @@ def test_matches_hugging_face_llama_rotary_functions() -> None:
     # float32 rounding of an angle is about 2e-6 rad, hence the tolerance.
     torch.testing.assert_close(ours_q, hf_q, rtol=1e-5, atol=2e-5)
     torch.testing.assert_close(ours_k, hf_k, rtol=1e-5, atol=2e-5)
+
+
+def precompute_freqs_cis(dim: int, end: int, theta: float = 10000.0) -> torch.Tensor:
+    """Meta's Llama way of building the table: unit complex numbers ``(end, dim/2)``.
+
+    Written out here (not imported) to pin our interleaved layout to the form
+    used by Meta's reference code: float32 frequencies, an outer product with
+    the positions, then ``torch.polar``.
+    """
+    inverse_frequencies = 1.0 / theta ** (torch.arange(0, dim, 2)[: dim // 2].float() / dim)
+    angles = torch.outer(torch.arange(end, dtype=torch.float32), inverse_frequencies)
+    return torch.polar(torch.ones_like(angles), angles)  # complex64 (end, dim/2)
+
+
+def apply_rotary_emb(
+    xq: torch.Tensor, xk: torch.Tensor, freqs_cis: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Meta's Llama rotation: queries and keys ``(batch, seq, heads, head_dim)``.
+
+    Consecutive coordinates ``(2k, 2k+1)`` are read as one complex number and
+    multiplied by the table, broadcast over batch and heads.
+    """
+    xq_complex = torch.view_as_complex(xq.float().reshape(*xq.shape[:-1], -1, 2))
+    xk_complex = torch.view_as_complex(xk.float().reshape(*xk.shape[:-1], -1, 2))
+    table = freqs_cis[None, :, None, :]  # (1, seq, 1, head_dim/2)
+    xq_out = torch.view_as_real(xq_complex * table).flatten(3)
+    xk_out = torch.view_as_real(xk_complex * table).flatten(3)
+    return xq_out.type_as(xq), xk_out.type_as(xk)
+
+
+def test_matches_meta_llama_complex_form() -> None:
+    """Meta's layout (batch, seq, heads, dim) and complex form = our interleaved layout."""
+    q, k = random_features(2, 2, 40, 3, 64, dtype=torch.float32)  # (B, T, H, D) each
+    meta_q, meta_k = apply_rotary_emb(q, k, precompute_freqs_cis(64, 40, theta=500.0))
+    ours_q = apply_rope(q.transpose(1, 2), base=500.0).transpose(1, 2)  # ours is (B, H, T, D)
+    ours_k = apply_rope(k.transpose(1, 2), base=500.0, layout="interleaved").transpose(1, 2)
+    # Meta forms angles in float32 (rounding up to about 2e-6 rad at position 39).
+    torch.testing.assert_close(ours_q, meta_q, rtol=1e-5, atol=2e-5)
+    torch.testing.assert_close(ours_k, meta_k, rtol=1e-5, atol=2e-5)
+    # and the half layout is the same rotation only after the permutation:
+    perm = layout_permutation(64)
+    ours_half = apply_rope(q.transpose(1, 2)[..., perm], base=500.0, layout="half")
+    torch.testing.assert_close(ours_half.transpose(1, 2), meta_q[..., perm], rtol=1e-5, atol=2e-5)
+
+
+LARGE_POSITIONS = [0, 1, 7, 1000, 123_456, 10**6, 10**9]
+
+
+@pytest.mark.parametrize("position", LARGE_POSITIONS)
+def test_every_form_equals_the_matrix_form_in_both_layouts(position: int) -> None:
+    """Matrix = complex = elementwise (eq. 34, both layouts) = loop, up to 10**9.
+
+    In the half layout the matrix is the interleaved one with its rows and
+    columns permuted: P R_m P^T.
+    """
+    dim = 16
+    x = random_features(3, dim, seed=position % 97)  # (T=3, d)
+    pos = torch.full((3,), position)
+    expected = x @ rotation_matrix(position, dim).T  # (T, d): R_m x for every row
+    perm = layout_permutation(dim)
+    cos, sin = cos_sin(x.shape[:-1], dim, pos, dtype=torch.float64)
+    forms = {
+        "apply_rope interleaved": apply_rope(x, pos),
+        "complex (Meta) form": apply_rope_complex(x, pos),
+        "elementwise interleaved": rotate(x, cos, sin, "interleaved"),
+        "elementwise half, unpermuted": rotate(x[:, perm], cos, sin, "half")[
+            :, torch.argsort(perm)
+        ],
+        "apply_rope half, unpermuted": apply_rope(x[:, perm], pos, layout="half")[
+            :, torch.argsort(perm)
+        ],
+        "per-pair loop": apply_rope_loop(x, pos),
+    }
+    # angles of size m carry float64 rounding of about m * 1e-16 radians
+    tolerance = 1e-12 + 1e-15 * position
+    for name, value in forms.items():
+        torch.testing.assert_close(value, expected, rtol=tolerance, atol=tolerance, msg=name)
+
+
+def test_half_layout_matrix_is_the_permuted_interleaved_matrix() -> None:
+    """Rotating pair (k, k + d/2): the matrix P R_m P^T acting on half-layout vectors."""
+    dim, m = 8, 5
+    perm = layout_permutation(dim)
+    half_matrix = rotation_matrix(m, dim)[perm][:, perm]
+    x = random_features(dim)
+    torch.testing.assert_close(half_matrix @ x, at(x, m, layout="half"), rtol=1e-12, atol=1e-12)
 
 
 # --- bad input ------------------------------------------------------------------

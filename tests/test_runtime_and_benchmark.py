@@ -8,7 +8,13 @@ import pytest
 import torch
 
 from rope_lessons.benchmark import format_timings, time_rope_forms
-from rope_lessons.runtime import PRESET_ENV, choose_preset, seed_everything, setup
+from rope_lessons.runtime import (
+    PRESET_ENV,
+    THREADS_ENV,
+    choose_preset,
+    seed_everything,
+    setup,
+)
 from rope_lessons.training import TrainResult, learning_rate
 
 
@@ -30,6 +36,22 @@ def test_setup_returns_the_chosen_settings(monkeypatch: pytest.MonkeyPatch, caps
     assert "preset: cpu" in capsys.readouterr().out
     with pytest.raises(ValueError, match="missing"):
         setup({"cpu": 1})
+
+
+def test_setup_uses_one_cpu_thread_unless_told(monkeypatch: pytest.MonkeyPatch) -> None:
+    before = torch.get_num_threads()
+    try:
+        monkeypatch.delenv(THREADS_ENV, raising=False)
+        setup({"cpu": 0, "gpu": 0})
+        assert torch.get_num_threads() == 1
+        monkeypatch.setenv(THREADS_ENV, "2")
+        setup({"cpu": 0, "gpu": 0})
+        assert torch.get_num_threads() == 2
+        monkeypatch.setenv(THREADS_ENV, "many")
+        with pytest.raises(ValueError, match=THREADS_ENV):
+            setup({"cpu": 0, "gpu": 0})
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_seed_everything_repeats_random_draws() -> None:

@@ -1,0 +1,84 @@
+"""Porting a model between the interleaved and half layouts, and the bug of not doing it."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from rope_lessons.attention import PLACEMENTS
+from rope_lessons.layouts import convert_layout, head_permutation
+from rope_lessons.model import ModelConfig, TinyTransformer
+from rope_lessons.rope import layout_permutation
+
+
+def tiny_model(**fields: object) -> TinyTransformer:
+    torch.manual_seed(0)
+    config = ModelConfig(vocab_size=11, dim=32, n_layers=2, n_heads=2, **fields)  # type: ignore[arg-type]
+    return TinyTransformer(config).double()
+
+
+def tokens() -> torch.Tensor:
+    return torch.randint(0, 11, (3, 24), generator=torch.Generator().manual_seed(1))
+
+
+def test_head_permutation_applies_the_layout_permutation_in_every_head() -> None:
+    perm = head_permutation(2, 4)
+    assert perm.tolist() == [0, 2, 1, 3, 4, 6, 5, 7]
+    back = head_permutation(2, 4, to="interleaved")
+    assert torch.equal(perm[back], torch.arange(8))
+    assert torch.equal(head_permutation(1, 8), layout_permutation(8))
+
+
+@pytest.mark.parametrize("rope", PLACEMENTS)
+@pytest.mark.parametrize("causal", [False, True])
+def test_converted_model_computes_the_same_function(rope: str, causal: bool) -> None:
+    model = tiny_model(rope=rope, causal=causal, rope_layout="interleaved")
+    converted = convert_layout(model, "half")
+    assert converted.config.rope_layout == "half"
+    assert all(block.attn.config.rope_layout == "half" for block in converted.blocks)
+    torch.testing.assert_close(converted(tokens()), model(tokens()), rtol=1e-10, atol=1e-10)
+    restored = convert_layout(converted, "interleaved")
+    for (name, before), after in zip(
+        model.state_dict().items(), restored.state_dict().values(), strict=True
+    ):
+        assert torch.equal(before, after), name
+
+
+@pytest.mark.parametrize("rope", [p for p in PLACEMENTS if p != "nope"])
+def test_loading_weights_into_the_other_layout_changes_the_output(rope: str) -> None:
+    """The porting bug: same weights, other layout, no error, different function."""
+    model = tiny_model(rope=rope, rope_layout="interleaved")
+    mixed = tiny_model(rope=rope, rope_layout="half")
+    mixed.load_state_dict(model.state_dict())
+    difference = (mixed(tokens()) - model(tokens())).abs().max()
+    assert difference > 1e-3
+
+
+def test_half_to_interleaved_conversion_also_works() -> None:
+    model = tiny_model(rope_layout="half")
+    converted = convert_layout(model, "interleaved")
+    torch.testing.assert_close(converted(tokens()), model(tokens()), rtol=1e-10, atol=1e-10)
+
+
+def test_conversion_leaves_the_original_alone_and_same_layout_is_a_copy() -> None:
+    model = tiny_model()
+    before = {name: t.clone() for name, t in model.state_dict().items()}
+    convert_layout(model, "half")
+    assert all(torch.equal(before[name], t) for name, t in model.state_dict().items())
+    copy = convert_layout(model, "interleaved")
+    assert copy is not model
+    torch.testing.assert_close(copy(tokens()), model(tokens()), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "word"),
+    [
+        (lambda: convert_layout(torch.nn.Linear(2, 2), "half"), TypeError, "TinyTransformer"),
+        (lambda: convert_layout(tiny_model(), "neox"), ValueError, "layout"),
+        (lambda: head_permutation(0, 4), ValueError, "n_heads"),
+        (lambda: head_permutation(2, 5), ValueError, "dim"),
+    ],
+)
+def test_bad_input_names_the_argument(call, error: type[Exception], word: str) -> None:
+    with pytest.raises(error, match=word):
+        call()

@@ -1,0 +1,166 @@
+"""Every notebook of the course follows the pattern readers and Colab rely on.
+
+Checked on the committed files: the set-up cell first (and that it installs the
+package in Colab and nowhere else), the python3 kernel, committed outputs, alt
+text on every figure, and a Summary then Exercises at the end, with each
+solution a dropdown gated around its code.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import re
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+
+
+def _notebook_cells() -> types.ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "notebook_cells", ROOT / "scripts" / "notebook_cells.py"
+    )
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+NOTEBOOK_CELLS = _notebook_cells()
+SETUP_CELL: str = NOTEBOOK_CELLS.SETUP_CELL
+
+
+def _read(path: Path) -> nbformat.NotebookNode:
+    return nbformat.read(path, as_version=4)
+
+
+def _ids(paths: list[Path]) -> list[str]:
+    return [p.name for p in paths]
+
+
+def test_there_are_notebooks() -> None:
+    assert NOTEBOOKS
+
+
+def test_setup_cell_installs_from_the_repository_only_in_colab(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[list[str]] = []
+    monkeypatch.setattr(subprocess, "run", lambda args, **kwargs: calls.append(args))
+    monkeypatch.delitem(sys.modules, "google.colab", raising=False)
+    exec(SETUP_CELL, {})
+    assert calls == []  # outside Colab: nothing is installed
+
+    monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
+    exec(SETUP_CELL, {})
+    repository = NOTEBOOK_CELLS.REPOSITORY
+    assert calls == [[sys.executable, "-m", "pip", "install", f"git+{repository}@main"]]
+
+
+def test_setup_cell_guard_is_the_colab_test() -> None:
+    """The only statement with an effect is `if "google.colab" in sys.modules:`."""
+    module = ast.parse(SETUP_CELL)
+    guards = [node for node in module.body if isinstance(node, ast.If)]
+    assert len(guards) == 1
+    assert ast.unparse(guards[0].test) == "'google.colab' in sys.modules"
+    others = [node for node in module.body if not isinstance(node, ast.If | ast.Import)]
+    assert others == []
+
+
+def test_repository_matches_the_book_configuration() -> None:
+    config = (ROOT / "_config.yml").read_text()
+    url = re.search(r"^repository:\n\s+url:\s*(\S+)", config, re.MULTILINE)
+    branch = re.search(r"^\s+branch:\s*(\S+)", config, re.MULTILINE)
+    assert url and branch
+    assert url.group(1) == NOTEBOOK_CELLS.REPOSITORY
+    assert f"@{branch.group(1)}" in SETUP_CELL
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_notebook_starts_with_title_then_setup_cell(path: Path) -> None:
+    cells = _read(path).cells
+    assert cells[0].cell_type == "markdown"
+    assert re.match(r"# \d+\. \S", cells[0].source), "first cell: a '# N. Title' heading"
+    first_code = next(c for c in cells if c.cell_type == "code")
+    assert first_code.source == SETUP_CELL
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_notebook_kernel_is_python3(path: Path) -> None:
+    assert _read(path).metadata["kernelspec"]["name"] == "python3"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_notebook_is_committed_executed(path: Path) -> None:
+    """Every code cell has run, in order, and none left an error."""
+    code = [c for c in _read(path).cells if c.cell_type == "code" and c.source.strip()]
+    counts = [c.execution_count for c in code]
+    assert None not in counts, "execute it: python3 tasks.py notebooks " + str(path.name)
+    assert counts == sorted(counts)
+    assert not [o for c in code for o in c.outputs if o.output_type == "error"]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_every_figure_has_alt_text(path: Path) -> None:
+    for cell in _read(path).cells:
+        if cell.cell_type != "code":
+            continue
+        images = [
+            o for o in cell.outputs if "data" in o and any(k.startswith("image/") for k in o.data)
+        ]
+        if images:
+            alt = cell.metadata.get("mystnb", {}).get("image", {}).get("alt", "")
+            assert alt.strip(), f"figure without alt text in cell:\n{cell.source[:200]}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_notebook_ends_with_summary_then_exercises(path: Path) -> None:
+    markdown = "\n".join(c.source for c in _read(path).cells if c.cell_type == "markdown")
+    headings = re.findall(r"^## (.+?)\s*$", markdown, re.MULTILINE)
+    assert headings[-2:] == ["Summary", "Exercises"]
+    after = markdown.split("## Exercises")[-1]
+    labels = re.findall(r"```\{exercise\}\n:label: (\S+)", after)
+    assert labels, "no {exercise} after the Exercises heading"
+    assert len(set(labels)) == len(labels)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_solutions_are_gated_dropdowns(path: Path) -> None:
+    """Each solution-start names an exercise of the notebook, is a dropdown, and is closed."""
+    cells = _read(path).cells
+    markdown = "\n".join(c.source for c in cells if c.cell_type == "markdown")
+    labels = set(re.findall(r"```\{exercise\}\n:label: (\S+)", markdown))
+    opened = None
+    for cell in cells:
+        if cell.cell_type != "markdown":
+            continue
+        start = re.search(r"```\{solution-start\} (\S+)\n(.*?)```", cell.source, re.DOTALL)
+        if start:
+            assert opened is None, f"solution of {opened} not closed"
+            assert start.group(1) in labels
+            assert ":class: dropdown" in start.group(2)
+            opened = start.group(1)
+        if "```{solution-end}" in cell.source:
+            assert opened is not None, "solution-end without solution-start"
+            opened = None
+    assert opened is None, f"solution of {opened} not closed"
+
+
+def test_setup_cell_is_as_ruff_format_leaves_it() -> None:
+    """Otherwise `ruff format` would rewrite the cell in every notebook that copies it."""
+    formatted = subprocess.run(
+        [sys.executable, "-m", "ruff", "format", "--stdin-filename", "cell.py", "-"],
+        input=SETUP_CELL + "\n",
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    ).stdout
+    assert formatted == SETUP_CELL + "\n"
