@@ -33,13 +33,18 @@ def check_positive_int(value: object, name: str) -> int:
     return value
 
 
+def check_positive_number(value: object, name: str) -> float:
+    """Return ``value`` as a float if it is a finite number > 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be finite and > 0, got {value}")
+    return float(value)
+
+
 def check_base(base: object) -> float:
     """Return ``base`` as a float if it is a finite number > 0."""
-    if isinstance(base, bool) or not isinstance(base, (int, float)):
-        raise TypeError(f"base must be a number, got {type(base).__name__}")
-    if not (math.isfinite(base) and base > 0):
-        raise ValueError(f"base must be finite and > 0, got {base}")
-    return float(base)
+    return check_positive_number(base, "base")
 
 
 def check_fraction(p: object, name: str = "p") -> float:
@@ -63,16 +68,22 @@ def check_layout(layout: object) -> str:
     return check_choice(layout, "layout", LAYOUTS)
 
 
-def check_features(x: object, name: str = "x") -> torch.Tensor:
-    """Return ``x`` if it is a floating tensor of shape ``(..., T, d)`` with even d."""
+def check_sequence(x: object, name: str = "x") -> torch.Tensor:
+    """Return ``x`` if it is a floating tensor of shape ``(..., T, d)``."""
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
     if not x.is_floating_point():
         raise TypeError(f"{name} must have a floating dtype, got {x.dtype}")
     if x.ndim < 2:
         raise ValueError(f"{name} must have shape (..., seq, dim), got {tuple(x.shape)}")
-    check_even_dim(x.shape[-1], f"the last dimension of {name}")
     return x
+
+
+def check_features(x: object, name: str = "x") -> torch.Tensor:
+    """Return ``x`` if it is a floating tensor of shape ``(..., T, d)`` with even d."""
+    sequence = check_sequence(x, name)
+    check_even_dim(sequence.shape[-1], f"the last dimension of {name}")
+    return sequence
 
 
 def check_positions(positions: object, leading_shape: torch.Size) -> torch.Tensor:

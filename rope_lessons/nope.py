@@ -22,31 +22,9 @@ Shapes: ``...`` any leading dimensions (batch, heads), ``T`` sequence length,
 
 from __future__ import annotations
 
-import math
-
 import torch
 
-from rope_lessons._checks import check_positive_int
-
-
-def _check_sequence(x: object, name: str) -> torch.Tensor:
-    """Return ``x`` if it is a floating tensor of shape ``(..., T, D)``."""
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
-    if not x.is_floating_point():
-        raise TypeError(f"{name} must have a floating dtype, got {x.dtype}")
-    if x.ndim < 2:
-        raise ValueError(f"{name} must have shape (..., seq, dim), got {tuple(x.shape)}")
-    return x
-
-
-def _check_sigma(sigma: object) -> float:
-    """Return ``sigma`` as a float if it is a finite number > 0."""
-    if isinstance(sigma, bool) or not isinstance(sigma, (int, float)):
-        raise TypeError(f"sigma must be a number, got {type(sigma).__name__}")
-    if not (math.isfinite(sigma) and sigma > 0):
-        raise ValueError(f"sigma must be finite and > 0, got {sigma}")
-    return float(sigma)
+from rope_lessons._checks import check_positive_int, check_positive_number, check_sequence
 
 
 def permute_sequence(x: torch.Tensor, permutation: torch.Tensor) -> torch.Tensor:
@@ -65,7 +43,7 @@ def permute_sequence(x: torch.Tensor, permutation: torch.Tensor) -> torch.Tensor
             integer tensor.
         ValueError: if ``permutation`` is not a permutation of ``0 .. T-1``.
     """
-    x = _check_sequence(x, "x")
+    x = check_sequence(x, "x")
     if not isinstance(permutation, torch.Tensor):
         raise TypeError(f"permutation must be a torch.Tensor, got {type(permutation).__name__}")
     if (
@@ -96,7 +74,7 @@ def uniform_causal_attention(values: torch.Tensor) -> torch.Tensor:
     Returns:
         Outputs ``(..., T, D)``; row ``m`` is the mean of value rows ``0 .. m``.
     """
-    values = _check_sequence(values, "values")
+    values = check_sequence(values, "values")
     counts = torch.arange(1, values.shape[-2] + 1, device=values.device, dtype=values.dtype)
     return values.cumsum(dim=-2) / counts[:, None]  # (..., T, D) / (T, 1)
 
@@ -120,7 +98,7 @@ def output_mean_square(weights: torch.Tensor, sigma: float = 1.0) -> torch.Tenso
         raise TypeError("weights must be a floating torch.Tensor of shape (..., T, T)")
     if weights.ndim < 2 or weights.shape[-1] != weights.shape[-2]:
         raise ValueError(f"weights must have shape (..., T, T), got {tuple(weights.shape)}")
-    sigma = _check_sigma(sigma)
+    sigma = check_positive_number(sigma, "sigma")
     return sigma**2 * weights.pow(2).sum(dim=-1)
 
 
@@ -133,7 +111,7 @@ def mean_square_by_position(outputs: torch.Tensor) -> torch.Tensor:
     Returns:
         Tensor ``(T,)``: entry ``m`` is the mean of ``outputs[..., m, :] ** 2``.
     """
-    outputs = _check_sequence(outputs, "outputs")
+    outputs = check_sequence(outputs, "outputs")
     return outputs.pow(2).movedim(-2, 0).flatten(1).mean(dim=1)
 
 
@@ -160,7 +138,7 @@ def sample_uniform_causal_mean_square(
     """
     for name, value in (("n_sequences", n_sequences), ("seq_len", seq_len), ("dim", dim)):
         check_positive_int(value, name)
-    sigma = _check_sigma(sigma)
+    sigma = check_positive_number(sigma, "sigma")
     if not isinstance(generator, torch.Generator):
         raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
     values = sigma * torch.randn(

@@ -183,7 +183,7 @@ def _cached_phase(
     device: torch.device,
     dtype: torch.dtype,
 ) -> torch.Tensor:
-    """The complex table :math:`e^{i m\theta_k}`, ``(T, d/2)``, built once."""
+    r"""The complex table :math:`e^{i m\theta_k}`, ``(T, d/2)``, built once."""
     return torch.complex(*_cached_cos_sin(seq_len, dim, base, p, device, dtype))
 
 
