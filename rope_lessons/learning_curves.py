@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import torch
 
-from rope_lessons._checks import check_positive_int
 from rope_lessons.experiments import RunResult
+from rope_lessons.training import running_mean
 
 
 @dataclass(frozen=True)
@@ -32,27 +32,6 @@ class LossBand:
     low: torch.Tensor
     high: torch.Tensor
     n_seeds: int
-
-
-def running_mean(values: torch.Tensor, window: int) -> torch.Tensor:
-    """Mean of the last ``window`` entries at every index (fewer at the start).
-
-    Args:
-        values: ``(..., steps)``.
-        window: how many entries to average, >= 1.
-
-    Returns:
-        Tensor of the shape of ``values``, float64.
-    """
-    if not isinstance(values, torch.Tensor):
-        raise TypeError(f"values must be a torch.Tensor, got {type(values).__name__}")
-    window = check_positive_int(window, "window")
-    values = values.double()
-    totals = values.cumsum(dim=-1)  # (..., steps)
-    shifted = torch.zeros_like(totals)
-    shifted[..., window:] = totals[..., :-window]
-    counts = torch.arange(1, values.shape[-1] + 1, dtype=torch.float64).clamp(max=window)
-    return (totals - shifted) / counts
 
 
 def loss_band(results: Sequence[RunResult], window: int = 20) -> LossBand:

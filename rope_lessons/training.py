@@ -22,6 +22,27 @@ from rope_lessons._checks import check_positive_int
 from rope_lessons.tasks import IGNORE, Batch
 
 
+def running_mean(values: torch.Tensor, window: int) -> torch.Tensor:
+    """Mean of the last ``window`` entries at every index (fewer at the start).
+
+    Args:
+        values: ``(..., steps)``.
+        window: how many entries to average, >= 1.
+
+    Returns:
+        Tensor of the shape of ``values``, float64.
+    """
+    if not isinstance(values, torch.Tensor):
+        raise TypeError(f"values must be a torch.Tensor, got {type(values).__name__}")
+    window = check_positive_int(window, "window")
+    values = values.double()
+    totals = values.cumsum(dim=-1)  # (..., steps)
+    shifted = torch.zeros_like(totals)
+    shifted[..., window:] = totals[..., :-window]
+    counts = torch.arange(1, values.shape[-1] + 1, dtype=torch.float64).clamp(max=window)
+    return (totals - shifted) / counts
+
+
 @dataclass(frozen=True)
 class TrainResult:
     """What a training run produced.
@@ -35,15 +56,8 @@ class TrainResult:
     wall_seconds: float
 
     def smoothed(self, window: int = 20) -> list[float]:
-        """Running mean of the losses over the last ``window`` steps."""
-        check_positive_int(window, "window")
-        out, total = [], 0.0
-        for i, loss in enumerate(self.losses):
-            total += loss
-            if i >= window:
-                total -= self.losses[i - window]
-            out.append(total / min(i + 1, window))
-        return out
+        """Running mean of the losses over the last ``window`` steps (see :func:`running_mean`)."""
+        return running_mean(torch.tensor(self.losses, dtype=torch.float64), window).tolist()
 
 
 @dataclass(frozen=True)
