@@ -11,7 +11,7 @@ Modules, in the order the course uses them:
   :mod:`rope_lessons.rope2d`, :mod:`rope_lessons.precision`: chapter 3's
   general solution, layout porting, 2D RoPE and precision measurements;
 * :mod:`rope_lessons.model`, :mod:`rope_lessons.training`,
-  :mod:`rope_lessons.tasks`, :mod:`rope_lessons.corpus`: the toy models,
+  :mod:`rope_lessons.synthetic`, :mod:`rope_lessons.corpus`: the toy models,
   their training loop and their data;
 * :mod:`rope_lessons.experiments`, :mod:`rope_lessons.learning_curves`: toy
   experiments over several seeds and their summaries;

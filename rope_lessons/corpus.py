@@ -16,7 +16,7 @@ from importlib import resources
 import torch
 
 from rope_lessons._checks import check_choice, check_positive_int
-from rope_lessons.tasks import Batch
+from rope_lessons.synthetic import Batch
 
 CORPUS_SHA256 = "6eddb555305eba56f60e638e8aac85dd4e846326bf33f7b485a06ad7e169d423"
 
@@ -47,7 +47,7 @@ class CharCorpus:
     text: str = field(default_factory=load_text, repr=False)
     val_fraction: float = 0.1
 
-    # A corpus follows the Task protocol of rope_lessons.tasks: batch_sampler works.
+    # A corpus follows the Task protocol of rope_lessons.synthetic: batch_sampler works.
     min_len = 1
 
     def __post_init__(self) -> None:

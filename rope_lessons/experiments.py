@@ -7,7 +7,7 @@ model per seed; :func:`summarise` reports mean, standard deviation and range
 over seeds, which is what the chapters print.
 
 The chapter-2 task, reused by chapter 3, is :func:`order_run`: the
-:class:`~rope_lessons.tasks.WhichFirst` task on a bidirectional model, trained
+:class:`~rope_lessons.synthetic.WhichFirst` task on a bidirectional model, trained
 at length 16 and evaluated at 16, 32 and 64.
 """
 
@@ -21,7 +21,7 @@ import torch
 
 from rope_lessons.model import ModelConfig, PositionKind, TinyTransformer
 from rope_lessons.runtime import seed_everything
-from rope_lessons.tasks import Task, WhichFirst, batch_sampler
+from rope_lessons.synthetic import Task, WhichFirst, batch_sampler
 from rope_lessons.training import Metrics, evaluate, train
 
 EVAL_SEED_OFFSET = 10_000  # evaluation batches never share a seed with training batches
@@ -146,7 +146,7 @@ def order_run(
 ) -> Run:
     """The chapter-2 order task for one position encoding.
 
-    :class:`~rope_lessons.tasks.WhichFirst` with 8 filler tokens, a two-layer
+    :class:`~rope_lessons.synthetic.WhichFirst` with 8 filler tokens, a two-layer
     model of width 64 with 4 heads, bidirectional unless ``causal``; trained at
     length 16 and evaluated at 16, 32 and 64. ``model_fields`` override fields
     of :class:`~rope_lessons.model.ModelConfig` (e.g. ``rope="vo"``).

@@ -2,7 +2,7 @@
 
 One optimiser (AdamW), a short linear warm-up followed by cosine decay,
 gradient clipping, and a progress bar on standard error. Targets equal to
-:data:`rope_lessons.tasks.IGNORE` are not scored.
+:data:`rope_lessons.synthetic.IGNORE` are not scored.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from torch import nn
 from tqdm import tqdm
 
 from rope_lessons._checks import check_positive_int
-from rope_lessons.tasks import IGNORE, Batch
+from rope_lessons.synthetic import IGNORE, Batch
 
 
 def running_mean(values: torch.Tensor, window: int) -> torch.Tensor:

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from rope_lessons.corpus import CORPUS_SHA256, CharCorpus, load_text
-from rope_lessons.tasks import IGNORE, CopyAtLag, WhichFirst, batch_sampler
+from rope_lessons.synthetic import IGNORE, CopyAtLag, WhichFirst, batch_sampler
 
 
 def test_which_first_targets_name_the_earlier_marker() -> None:

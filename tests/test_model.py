@@ -8,7 +8,7 @@ import torch
 from rope_lessons.attention import PLACEMENTS
 from rope_lessons.model import POSITION_KINDS, ModelConfig, TinyTransformer
 from rope_lessons.runtime import seed_everything
-from rope_lessons.tasks import WhichFirst, batch_sampler
+from rope_lessons.synthetic import WhichFirst, batch_sampler
 from rope_lessons.training import evaluate, train
 
 
