@@ -1,0 +1,304 @@
+r"""VO-RoPE (chapter 6): shared keys and values, cache sizes, and rank agreement.
+
+Three jobs, each small:
+
+* **Shared keys and values.** In a multi-query attention whose keys and values
+  are the same cached vector :math:`c_n` (the inference form of MLA), a
+  placement keeps the sharing only if the key stream and the value stream that
+  enter softmax are still one tensor. :func:`key_and_value_streams` returns the
+  two streams for any placement, :func:`shift_change` measures whether the
+  output depends on absolute positions, and :func:`decode_with_one_cached_vector`
+  decodes token by token from a cache that holds the single vector
+  :math:`R_n c_n` per token, which is exactly ``qkvo`` attention on
+  ``(q, c, c)``.
+* **Cache arithmetic.** :func:`cache_bytes_per_token` counts the bytes a
+  decoder stores per token.
+* **Rank agreement.** :func:`kendall_tau` (tau-b, with ties),
+  :func:`ranks`, the exact null tail :func:`kendall_tau_tail` and
+  :func:`bootstrap_kendall_tau`, to compare a toy ranking of the nine
+  placements with Su's (kexue.fm/archives/10862).
+
+Shapes: ``B`` batch, ``H`` heads, ``T`` sequence length, ``D`` head dimension,
+``S`` seeds, ``P`` placements.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+import torch
+
+from rope_lessons._checks import check_positive_int
+from rope_lessons.attention import Placement, attention, rotate_inputs, rotate_output
+from rope_lessons.rope import Layout, apply_rope
+
+FloatArray = npt.NDArray[np.float64]
+
+
+def _check_shared(q: torch.Tensor, c: torch.Tensor) -> None:
+    for name, t in (("q", q), ("c", c)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.ndim != 4 or not t.is_floating_point():
+            raise ValueError(
+                f"{name} must be a floating tensor (batch, heads, seq, head_dim), "
+                f"got {t.dtype} {tuple(t.shape)}"
+            )
+    if q.shape[-1] != c.shape[-1] or q.shape[-2] != c.shape[-2]:
+        raise ValueError(
+            f"q and c must agree in (seq, head_dim), got {tuple(q.shape)} and {tuple(c.shape)}"
+        )
+
+
+def key_and_value_streams(
+    q: torch.Tensor,
+    c: torch.Tensor,
+    *,
+    rope: Placement,
+    positions: torch.Tensor | None = None,
+    base: float = 10000.0,
+    layout: Layout = "interleaved",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The keys and the values that enter softmax when keys and values share ``c``.
+
+    Args:
+        q: queries ``(B, H, T, D)``.
+        c: the one vector per token that serves as key and as value,
+            ``(B, H_c, T, D)`` with ``H_c`` 1 or ``H`` (multi-query or not).
+        rope: the placement, one of :data:`~rope_lessons.attention.PLACEMENTS`.
+        positions, base, layout: as in :func:`~rope_lessons.attention.attention`.
+
+    Returns:
+        ``(keys, values)``, each of the shape of ``c``. A decoder can cache one
+        vector per token only if they are equal.
+    """
+    _check_shared(q, c)
+    _, keys, values = rotate_inputs(
+        q, c, c, rope=rope, positions=positions, base=base, layout=layout, p=1.0, theta=None
+    )
+    return keys, values
+
+
+def shift_change(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    rope: Placement,
+    shift: int,
+    base: float = 10000.0,
+    layout: Layout = "interleaved",
+) -> float:
+    """Largest change of the attention output when every position moves by ``shift``.
+
+    Zero (to rounding) for a relative placement; clearly nonzero for an
+    absolute one. Inputs ``(B, H, T, D)``; positions ``0..T-1`` against
+    ``shift..shift+T-1``.
+    """
+    if isinstance(shift, bool) or not isinstance(shift, int):
+        raise TypeError(f"shift must be an int, got {type(shift).__name__}")
+    seq_len = q.shape[-2]
+    plain = attention(q, k, v, rope=rope, base=base, layout=layout)
+    moved = attention(
+        q, k, v, rope=rope, base=base, layout=layout, positions=torch.arange(seq_len) + shift
+    )
+    return float((moved - plain).abs().max())
+
+
+def decode_with_one_cached_vector(
+    q: torch.Tensor,
+    c: torch.Tensor,
+    *,
+    base: float = 10000.0,
+    layout: Layout = "interleaved",
+) -> torch.Tensor:
+    r"""Causal decoding, one token at a time, from a cache of :math:`R_n c_n` only.
+
+    At step ``m`` the decoder appends :math:`R_m c_m` to the cache, scores the
+    rotated query :math:`R_m q_m` against every cached vector, averages the
+    *same* cached vectors with the softmax weights and turns the result back by
+    :math:`R_m^\top`. The rotation of the output uses
+    :func:`~rope_lessons.attention.rotate_output`; the attention itself is
+    :func:`~rope_lessons.attention.attention` without a placement.
+
+    Args:
+        q: queries ``(B, H, T, D)``.
+        c: shared key-value vectors ``(B, H_c, T, D)``, ``H_c`` 1 or ``H``.
+
+    Returns:
+        Outputs ``(B, H, T, D)``, equal to ``attention(q, c, c, rope="qkvo")``.
+    """
+    _check_shared(q, c)
+    seq_len = q.shape[-2]
+    cache = apply_rope(c, base=base, layout=layout)  # (B, H_c, T, D): one vector per token
+    rotated_q = apply_rope(q, base=base, layout=layout)  # (B, H, T, D)
+    outputs = []
+    for m in range(seq_len):
+        stored = cache[..., : m + 1, :].expand(*q.shape[:2], m + 1, q.shape[-1])
+        read = attention(rotated_q[..., m : m + 1, :], stored, stored, rope="nope", causal=False)
+        outputs.append(
+            rotate_output(
+                read,
+                rope="o",
+                positions=torch.tensor([m]),
+                base=base,
+                layout=layout,
+                p=1.0,
+                theta=None,
+            )
+        )
+    return torch.cat(outputs, dim=-2)
+
+
+def cache_bytes_per_token(
+    *, n_layers: int, vectors_per_layer: int, vector_dim: int, bytes_per_element: int
+) -> int:
+    """Bytes a decoder caches for one token: layers x vectors x their size x element size.
+
+    Example (Llama-2-7B-like multi-head attention in bf16: 32 layers, a key and
+    a value for each of 32 heads of dimension 128):
+
+        >>> cache_bytes_per_token(
+        ...     n_layers=32, vectors_per_layer=64, vector_dim=128, bytes_per_element=2
+        ... )
+        524288
+    """
+    for name, value in (
+        ("n_layers", n_layers),
+        ("vectors_per_layer", vectors_per_layer),
+        ("vector_dim", vector_dim),
+        ("bytes_per_element", bytes_per_element),
+    ):
+        check_positive_int(value, name)
+    return n_layers * vectors_per_layer * vector_dim * bytes_per_element
+
+
+def _as_vector(values: object, name: str) -> FloatArray:
+    if isinstance(values, (str, bytes)):
+        raise TypeError(f"{name} must be a sequence of numbers, got {type(values).__name__}")
+    try:
+        array = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a sequence of numbers") from None
+    if array.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, got shape {array.shape}")
+    if not np.isfinite(array).all():
+        raise ValueError(f"{name} must be finite")
+    return array
+
+
+def ranks(values: Sequence[float] | FloatArray) -> FloatArray:
+    """Rank of each value, 1 for the smallest; tied values share their average rank.
+
+    >>> ranks([2.7, 2.9, 2.7, 2.5]).tolist()
+    [2.5, 4.0, 2.5, 1.0]
+    """
+    array = _as_vector(values, "values")
+    below = (array[None, :] < array[:, None]).sum(axis=1)  # how many are smaller
+    equal = (array[None, :] == array[:, None]).sum(axis=1)  # ties, itself included
+    return below + (equal + 1) / 2.0
+
+
+def kendall_tau(
+    x: Sequence[float] | FloatArray, y: Sequence[float] | FloatArray
+) -> float:
+    r"""Kendall's rank correlation :math:`\tau_b` between two equally long sequences.
+
+    Over all pairs :math:`i < j`, a pair is concordant when ``x`` and ``y``
+    order it the same way and discordant when they order it oppositely;
+
+    .. math::
+        \tau_b = \frac{n_c - n_d}{\sqrt{(n_0 - t_x)(n_0 - t_y)}},
+
+    with :math:`n_0 = n(n-1)/2` and :math:`t_x, t_y` the pairs tied in ``x``
+    or in ``y``. Without ties it is :math:`(n_c - n_d) / n_0`, in
+    :math:`[-1, 1]`: 1 for the same order, -1 for the reversed order.
+
+    Raises:
+        ValueError: lengths differ, fewer than two values, non-finite values,
+            or one sequence constant (tau undefined).
+    """
+    a, b = _as_vector(x, "x"), _as_vector(y, "y")
+    if a.shape != b.shape:
+        raise ValueError(f"x and y must have the same length, got {a.size} and {b.size}")
+    if a.size < 2:
+        raise ValueError("kendall_tau needs at least two values")
+    upper = np.triu_indices(a.size, k=1)  # every pair i < j once
+    sign_a = np.sign(a[:, None] - a[None, :])[upper]
+    sign_b = np.sign(b[:, None] - b[None, :])[upper]
+    untied_a, untied_b = np.count_nonzero(sign_a), np.count_nonzero(sign_b)
+    if untied_a == 0 or untied_b == 0:
+        raise ValueError("kendall_tau is undefined when x or y is constant")
+    return float((sign_a * sign_b).sum() / math.sqrt(untied_a * untied_b))
+
+
+def kendall_tau_tail(tau: float, n: int) -> float:
+    r"""Exact :math:`P(\tau \ge` ``tau`` :math:`)` for two independent random orders of ``n`` items.
+
+    Under independence every permutation is equally likely, and
+    :math:`\tau = 1 - 4 I / (n(n-1))` for a permutation with :math:`I`
+    inversions; the number of permutations with :math:`I` inversions is
+    counted by the recursion of the Mahonian numbers. No ties.
+
+    >>> round(kendall_tau_tail(1.0, 4), 6)  # only the identity: 1/4!
+    0.041667
+    """
+    n = check_positive_int(n, "n")
+    if n < 2:
+        raise ValueError(f"n must be >= 2, got {n}")
+    if isinstance(tau, bool) or not isinstance(tau, (int, float)) or not -1 <= tau <= 1:
+        raise ValueError(f"tau must be a number in [-1, 1], got {tau!r}")
+    counts = np.array([1.0])  # permutations of 1 item by number of inversions
+    for size in range(2, n + 1):  # inserting item `size` adds 0 .. size-1 inversions
+        counts = np.convolve(counts, np.ones(size))
+    pairs = n * (n - 1) / 2
+    taus = 1.0 - 2.0 * np.arange(counts.size) / pairs
+    return float(counts[taus >= tau - 1e-12].sum() / counts.sum())
+
+
+def bootstrap_kendall_tau(
+    losses: FloatArray, reference: Sequence[float] | FloatArray, *, resamples: int, seed: int
+) -> FloatArray:
+    """Kendall tau between the seed-mean of ``losses`` and ``reference``, seeds resampled.
+
+    Args:
+        losses: ``(S, P)``: one row of per-placement losses per seed.
+        reference: ``(P,)``: the published losses, in the same column order.
+        resamples: bootstrap draws; each picks ``S`` seeds with replacement.
+        seed: seed of NumPy's generator, so the draws are reproducible.
+
+    Returns:
+        ``(resamples,)``: tau of every draw.
+    """
+    table = np.asarray(losses, dtype=np.float64)
+    if table.ndim != 2 or table.shape[0] < 1:
+        raise ValueError(f"losses must have shape (seeds, placements), got {table.shape}")
+    target = _as_vector(reference, "reference")
+    if target.size != table.shape[1]:
+        raise ValueError(
+            f"reference has {target.size} entries but losses has {table.shape[1]} columns"
+        )
+    check_positive_int(resamples, "resamples")
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, table.shape[0], size=(resamples, table.shape[0]))  # (R, S)
+    means = table[picks].mean(axis=1)  # (R, P)
+    return np.array([kendall_tau(row, target) for row in means])
+
+
+SU_2025_LOSSES: dict[str, float] = {
+    "qk": 2.712,
+    "qkvo": 2.719,
+    "k": 2.769,
+    "vo": 2.770,
+    "qkv": 2.783,
+    "nope": 2.795,
+    "o": 2.841,
+    "q": 2.851,
+    "v": 2.856,
+}
+"""Final training loss of each placement on Su's ~1B LLaMA-like model
+(kexue.fm/archives/10862, 2025); keys are the placement names of
+:data:`~rope_lessons.attention.PLACEMENTS`."""

@@ -1,0 +1,206 @@
+"""Chapter 6 helpers: shared keys and values, cache sizes, Kendall tau and ranks."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+import torch
+from helpers import random_features
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rope_lessons.attention import PLACEMENTS, RELATIVE_PLACEMENTS, attention
+from rope_lessons.vo_rope import (
+    SU_2025_LOSSES,
+    bootstrap_kendall_tau,
+    cache_bytes_per_token,
+    decode_with_one_cached_vector,
+    kendall_tau,
+    kendall_tau_tail,
+    key_and_value_streams,
+    ranks,
+    shift_change,
+)
+
+B, H, T, D = 2, 4, 9, 8
+
+# ---------------------------------------------------------------- shared K = V
+
+
+def shared_inputs(heads_c: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    q = random_features(B, H, T, D, seed=1)
+    c = random_features(B, heads_c, T, D, seed=2)
+    return q, c
+
+
+@pytest.mark.parametrize("rope", PLACEMENTS)
+def test_sharing_survives_exactly_when_keys_and_values_turn_together(rope: str) -> None:
+    q, c = shared_inputs()
+    keys, values = key_and_value_streams(q, c, rope=rope)  # type: ignore[arg-type]
+    shared = torch.equal(keys, values)
+    assert shared == (("k" in rope) == ("v" in rope))  # nope and o contain neither
+
+
+@pytest.mark.parametrize("rope", PLACEMENTS)
+def test_only_relative_placements_survive_a_shift_with_shared_kv(rope: str) -> None:
+    q, c = shared_inputs(heads_c=H)
+    change = shift_change(q, c, c, rope=rope, shift=37)  # type: ignore[arg-type]
+    if rope in RELATIVE_PLACEMENTS:
+        assert change < 1e-10
+    else:
+        assert change > 1e-3
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+@pytest.mark.parametrize("heads_c", [1, H])
+def test_decoding_from_one_cached_vector_is_qkvo_attention(layout: str, heads_c: int) -> None:
+    q, c = shared_inputs(heads_c)
+    decoded = decode_with_one_cached_vector(q, c, layout=layout)  # type: ignore[arg-type]
+    full = attention(q, c.expand(B, H, T, D), c.expand(B, H, T, D), rope="qkvo", layout=layout)  # type: ignore[arg-type]
+    torch.testing.assert_close(decoded, full, rtol=1e-10, atol=1e-10)
+    # and it is not plain shared attention without positions
+    plain = attention(q, c.expand(B, H, T, D), c.expand(B, H, T, D), rope="nope")
+    assert (decoded - plain).abs().max() > 1e-2
+
+
+def test_shared_kv_inputs_are_checked() -> None:
+    q, c = shared_inputs()
+    with pytest.raises(TypeError, match="c must be a torch.Tensor"):
+        key_and_value_streams(q, c.numpy(), rope="qk")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="q and c must agree"):
+        decode_with_one_cached_vector(q, c[..., :4])
+    with pytest.raises(ValueError, match="c must be a floating tensor"):
+        decode_with_one_cached_vector(q, c[0])
+    with pytest.raises(TypeError, match="shift must be an int"):
+        shift_change(q, c, c, rope="qk", shift=1.5)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------- the cache
+
+
+def test_cache_bytes_by_hand() -> None:
+    # Llama-2-7B-like MHA, bf16: 32 layers x (32 keys + 32 values) x 128 x 2 bytes
+    assert cache_bytes_per_token(
+        n_layers=32, vectors_per_layer=64, vector_dim=128, bytes_per_element=2
+    ) == 32 * 64 * 128 * 2
+    assert cache_bytes_per_token(
+        n_layers=1, vectors_per_layer=1, vector_dim=576, bytes_per_element=2
+    ) == 1152
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("n_layers", 0), ("vectors_per_layer", -1), ("vector_dim", 2.0), ("bytes_per_element", True)],
+)
+def test_cache_bytes_rejects_bad_sizes(name: str, value: object) -> None:
+    sizes: dict[str, object] = {
+        "n_layers": 2,
+        "vectors_per_layer": 2,
+        "vector_dim": 8,
+        "bytes_per_element": 2,
+    }
+    sizes[name] = value
+    with pytest.raises((TypeError, ValueError), match=name):
+        cache_bytes_per_token(**sizes)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- Kendall tau
+
+
+@pytest.mark.parametrize(
+    ("x", "y", "tau"),
+    [
+        ([1, 2, 3], [1, 2, 3], 1.0),
+        ([1, 2, 3], [3, 2, 1], -1.0),
+        ([1, 2, 3], [1, 3, 2], 1 / 3),  # pairs (1,2) and (1,3) agree, (2,3) does not
+        ([1, 2, 3, 4], [2, 1, 4, 3], 1 / 3),  # 4 concordant, 2 discordant of 6
+        # tau-b with a tie in y: n_c=2, n_d=0, untied pairs 3 in x and 2 in y
+        ([1, 2, 3], [1, 2, 2], 2 / math.sqrt(6)),
+    ],
+)
+def test_kendall_tau_hand_cases(x: list[float], y: list[float], tau: float) -> None:
+    assert kendall_tau(x, y) == pytest.approx(tau, abs=1e-12)
+
+
+def test_kendall_tau_counts_pairs_like_a_loop() -> None:
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=9), rng.normal(size=9)
+    concordant = discordant = 0
+    for i, j in itertools.combinations(range(9), 2):
+        product = (x[i] - x[j]) * (y[i] - y[j])
+        concordant += product > 0
+        discordant += product < 0
+    assert kendall_tau(x, y) == pytest.approx((concordant - discordant) / 36, abs=1e-12)
+
+
+finite = st.floats(-1e6, 1e6, allow_nan=False)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(finite, finite), min_size=2, max_size=12, unique_by=(lambda t: t[0], lambda t: t[1])))
+def test_kendall_tau_properties(pairs: list[tuple[float, float]]) -> None:
+    x = np.array([a for a, _ in pairs])
+    y = np.array([b for _, b in pairs])
+    tau = kendall_tau(x, y)
+    assert -1.0 - 1e-12 <= tau <= 1.0 + 1e-12
+    assert kendall_tau(y, x) == pytest.approx(tau, abs=1e-12)  # symmetric
+    assert kendall_tau(x, -y) == pytest.approx(-tau, abs=1e-12)  # reversing one flips it
+    assert kendall_tau(np.exp(x / 1e6), y) == pytest.approx(tau, abs=1e-12)  # ranks only
+    assert kendall_tau(x, x) == pytest.approx(1.0)
+    order = np.argsort(x)
+    assert kendall_tau(x[order], y[order]) == pytest.approx(tau, abs=1e-12)  # order of items
+
+
+def test_kendall_tau_rejects_bad_input() -> None:
+    with pytest.raises(ValueError, match="same length"):
+        kendall_tau([1, 2, 3], [1, 2])
+    with pytest.raises(ValueError, match="at least two"):
+        kendall_tau([1], [1])
+    with pytest.raises(ValueError, match="constant"):
+        kendall_tau([1, 1, 1], [1, 2, 3])
+    with pytest.raises(ValueError, match="finite"):
+        kendall_tau([1, float("nan"), 3], [1, 2, 3])
+    with pytest.raises(ValueError, match="one-dimensional"):
+        kendall_tau([[1, 2]], [[1, 2]])
+    with pytest.raises(TypeError, match="x must be a sequence"):
+        kendall_tau("abc", [1, 2, 3])  # type: ignore[arg-type]
+
+
+def test_ranks_average_ties_and_match_sorting() -> None:
+    assert ranks([2.7, 2.9, 2.7, 2.5]).tolist() == [2.5, 4.0, 2.5, 1.0]
+    values = np.random.default_rng(1).normal(size=20)
+    assert (ranks(values) == np.argsort(np.argsort(values)) + 1).all()
+
+
+def test_tau_tail_matches_enumeration() -> None:
+    """The exact null tail equals a count over all 7! orders."""
+    n = 7
+    reference = list(range(n))
+    taus = np.array([kendall_tau(reference, perm) for perm in itertools.permutations(reference)])
+    for tau in (-1.0, -0.2, 0.0, 1 / 7, 0.5, 1.0):
+        assert kendall_tau_tail(tau, n) == pytest.approx(float((taus >= tau - 1e-12).mean()))
+    with pytest.raises(ValueError, match="tau"):
+        kendall_tau_tail(1.5, n)
+    with pytest.raises(ValueError, match="n must be >= 2"):
+        kendall_tau_tail(0.0, 1)
+
+
+def test_bootstrap_with_identical_seeds_has_no_spread() -> None:
+    reference = list(SU_2025_LOSSES.values())
+    losses = np.tile(np.array(reference)[::-1], (3, 1))  # every seed: the reversed order
+    taus = bootstrap_kendall_tau(losses, reference, resamples=50, seed=0)
+    assert taus.shape == (50,)
+    assert np.allclose(taus, -1.0)
+    noisy = losses + np.random.default_rng(0).normal(scale=0.05, size=losses.shape)
+    spread = bootstrap_kendall_tau(noisy, reference, resamples=200, seed=0)
+    assert spread.std() > 0
+    with pytest.raises(ValueError, match="columns"):
+        bootstrap_kendall_tau(losses[:, :4], reference, resamples=5, seed=0)
+
+
+def test_su_table_covers_the_nine_placements_in_his_order() -> None:
+    assert set(SU_2025_LOSSES) == set(PLACEMENTS)
+    assert list(SU_2025_LOSSES) == sorted(SU_2025_LOSSES, key=SU_2025_LOSSES.__getitem__)
