@@ -13,6 +13,11 @@ Three jobs, each small:
   ``(q, c, c)``.
 * **Cache arithmetic.** :func:`cache_bytes_per_token` counts the bytes a
   decoder stores per token.
+* **What a trained model reads.** :func:`reading_stats`, the ``analyse``
+  function of the chapter's stored sweeps, measures on held-out text how much
+  attention stays on the diagonal, how far it reaches, and how much the
+  value rotation turns what each query reads (the readers' questions under
+  Su's post).
 * **Rank agreement.** :func:`kendall_tau` (tau-b, with ties),
   :func:`ranks`, the exact null tail :func:`kendall_tau_tail` and
   :func:`bootstrap_kendall_tau`, to compare a toy ranking of the nine
@@ -26,19 +31,27 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 import torch
+import torch.nn.functional as F
 
 from rope_lessons._checks import check_positive_int
 from rope_lessons.attention import Placement, attention, rotate_inputs, rotate_output
-from rope_lessons.rope import Layout, apply_rope
+from rope_lessons.model import TinyTransformer
+from rope_lessons.rope import Layout, score_at_distance
+from rope_lessons.synthetic import batch_sampler
+
+if TYPE_CHECKING:
+    from rope_lessons.experiments import Run
 
 FloatArray = npt.NDArray[np.float64]
 
 
-def _check_shared(q: torch.Tensor, c: torch.Tensor) -> None:
+def _shared_heads(q: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+    """Check ``q`` and ``c``; return ``c`` viewed with the heads of ``q`` (no copy)."""
     for name, t in (("q", q), ("c", c)):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
@@ -47,10 +60,13 @@ def _check_shared(q: torch.Tensor, c: torch.Tensor) -> None:
                 f"{name} must be a floating tensor (batch, heads, seq, head_dim), "
                 f"got {t.dtype} {tuple(t.shape)}"
             )
-    if q.shape[-1] != c.shape[-1] or q.shape[-2] != c.shape[-2]:
+    if q.shape[-1] != c.shape[-1] or q.shape[-2] != c.shape[-2] or q.shape[0] != c.shape[0]:
         raise ValueError(
-            f"q and c must agree in (seq, head_dim), got {tuple(q.shape)} and {tuple(c.shape)}"
+            f"q and c must agree in (batch, seq, head_dim), got {tuple(q.shape)} and {tuple(c.shape)}"
         )
+    if c.shape[1] not in (1, q.shape[1]):
+        raise ValueError(f"c must have 1 head or as many as q ({q.shape[1]}), got {c.shape[1]}")
+    return c.expand(q.shape)
 
 
 def key_and_value_streams(
@@ -72,10 +88,10 @@ def key_and_value_streams(
         positions, base, layout: as in :func:`~rope_lessons.attention.attention`.
 
     Returns:
-        ``(keys, values)``, each of the shape of ``c``. A decoder can cache one
+        ``(keys, values)``, each ``(B, H, T, D)``. A decoder can cache one
         vector per token only if they are equal.
     """
-    _check_shared(q, c)
+    c = _shared_heads(q, c)
     _, keys, values = rotate_inputs(
         q, c, c, rope=rope, positions=positions, base=base, layout=layout, p=1.0, theta=None
     )
@@ -120,9 +136,11 @@ def decode_with_one_cached_vector(
     At step ``m`` the decoder appends :math:`R_m c_m` to the cache, scores the
     rotated query :math:`R_m q_m` against every cached vector, averages the
     *same* cached vectors with the softmax weights and turns the result back by
-    :math:`R_m^\top`. The rotation of the output uses
-    :func:`~rope_lessons.attention.rotate_output`; the attention itself is
-    :func:`~rope_lessons.attention.attention` without a placement.
+    :math:`R_m^\top`. The rotations are
+    :func:`~rope_lessons.attention.rotate_inputs` and
+    :func:`~rope_lessons.attention.rotate_output`; the kernel for one query is
+    PyTorch's fused softmax attention, as in
+    :func:`~rope_lessons.attention.attention`.
 
     Args:
         q: queries ``(B, H, T, D)``.
@@ -131,18 +149,18 @@ def decode_with_one_cached_vector(
     Returns:
         Outputs ``(B, H, T, D)``, equal to ``attention(q, c, c, rope="qkvo")``.
     """
-    _check_shared(q, c)
-    seq_len = q.shape[-2]
-    cache = apply_rope(c, base=base, layout=layout)  # (B, H_c, T, D): one vector per token
-    rotated_q = apply_rope(q, base=base, layout=layout)  # (B, H, T, D)
+    c = _shared_heads(q, c)
+    rotated_q, cache, _ = rotate_inputs(
+        q, c, c, rope="qk", base=base, layout=layout, p=1.0, theta=None
+    )  # R_m q_m and R_n c_n, (B, H, T, D): the cache holds R_n c_n only
     outputs = []
-    for m in range(seq_len):
-        stored = cache[..., : m + 1, :].expand(*q.shape[:2], m + 1, q.shape[-1])
-        read = attention(rotated_q[..., m : m + 1, :], stored, stored, rope="nope", causal=False)
+    for m in range(q.shape[-2]):
+        stored = cache[..., : m + 1, :]  # what the cache holds after step m
+        read = F.scaled_dot_product_attention(rotated_q[..., m : m + 1, :], stored, stored)
         outputs.append(
             rotate_output(
-                read,
-                rope="o",
+                read,  # (B, H, 1, D), turned back by R_m^T
+                rope="qkvo",
                 positions=torch.tensor([m]),
                 base=base,
                 layout=layout,
@@ -151,6 +169,92 @@ def decode_with_one_cached_vector(
             )
         )
     return torch.cat(outputs, dim=-2)
+
+
+WITHOUT_VALUE_TURN: dict[str, Placement] = {"v": "nope", "vo": "nope", "qkv": "qk", "qkvo": "qk"}
+"""Each placement that turns values, and the same placement without the value
+and output turns (identical attention weights, unturned values)."""
+
+READ_DISTANCES = (1, 4, 16, 63)
+"""Distances at which :func:`reading_stats` reports the cosine of a value with
+itself turned by :math:`R_{-r}`."""
+
+READ_BATCH = 16
+
+
+def _pair_dims(layout: Layout, head_dim: int, pair: int) -> list[int]:
+    """The two coordinates of pair ``pair`` in ``layout``."""
+    return [2 * pair, 2 * pair + 1] if layout == "interleaved" else [pair, pair + head_dim // 2]
+
+
+def _mean_cosine(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float(F.cosine_similarity(a, b, dim=-1, eps=1e-12).mean())
+
+
+@torch.no_grad()
+def reading_stats(model: TinyTransformer, run: Run, device: torch.device) -> dict[str, float]:
+    r"""What the attention of a trained model reads, on held-out data at the training length.
+
+    Averaged over layers, heads, sequences and query positions of
+    ``READ_BATCH`` validation sequences:
+
+    * ``diagonal_weight``: the weight :math:`a_{mm}` of a token on itself;
+    * ``mean_distance``: :math:`\sum_n a_{mn}(m - n)`, how far back it reads.
+
+    For a placement that turns values (``v``, ``vo``, ``qkv``, ``qkvo``), also:
+
+    * ``turn_cosine``: the cosine between the output and the output of the
+      same weights on unturned values (:data:`WITHOUT_VALUE_TURN`), 1 when the
+      rotation changes nothing; ``turn_cosine_fast`` and ``turn_cosine_slow``
+      the same on the fastest and the slowest pair only;
+    * ``self_cosine_r``: for each ``r`` in :data:`READ_DISTANCES`, the mean
+      cosine between a value and the same value turned by :math:`R_{-r}`
+      (how a value read from ``r`` tokens back compares with itself).
+
+    Args:
+        model: the trained model.
+        run: its :class:`~rope_lessons.experiments.Run` (data and training length).
+        device: where the model is.
+    """
+    sample = batch_sampler(
+        run.data, READ_BATCH, run.train_len, seed=run.train_len, split="val", device=device
+    )
+    tokens, _ = sample()
+    _, weights = model.attention_maps(tokens)
+    stacked = torch.stack(weights)  # (L, B, H, T, T)
+    seq_len = stacked.shape[-1]
+    back = (torch.arange(seq_len)[:, None] - torch.arange(seq_len)[None, :]).clamp(min=0)
+    stats = {
+        "diagonal_weight": float(stacked.diagonal(dim1=-2, dim2=-1).mean()),
+        "mean_distance": float((stacked * back.to(stacked)).sum(-1).mean()),
+    }
+    cfg = model.config
+    rotary = {"base": cfg.rope_base, "layout": cfg.rope_layout, "p": cfg.rope_p}
+    cosines: dict[str, list[float]] = {}
+    for block, (q, k, v) in zip(model.blocks, model.layer_qkv(tokens), strict=True):
+        placement = block.attn.placement
+        if placement not in WITHOUT_VALUE_TURN:
+            continue
+        theta = block.attn.theta
+        turned = attention(q, k, v, rope=placement, theta=theta, **rotary)  # type: ignore[arg-type]
+        plain = attention(q, k, v, rope=WITHOUT_VALUE_TURN[placement], theta=theta, **rotary)  # type: ignore[arg-type]
+        fast = _pair_dims(cfg.rope_layout, cfg.head_dim, 0)
+        slow = _pair_dims(cfg.rope_layout, cfg.head_dim, cfg.head_dim // 2 - 1)
+        found = {
+            "turn_cosine": _mean_cosine(turned, plain),
+            "turn_cosine_fast": _mean_cosine(turned[..., fast], plain[..., fast]),
+            "turn_cosine_slow": _mean_cosine(turned[..., slow], plain[..., slow]),
+        }
+        self_scores = score_at_distance(
+            v, v, torch.tensor(READ_DISTANCES), theta=theta, **rotary  # type: ignore[arg-type]
+        )  # (B, H, T, R)
+        norms = v.double().square().sum(-1, keepdim=True).clamp(min=1e-12)
+        for r, value in zip(READ_DISTANCES, (self_scores / norms).mean((0, 1, 2)), strict=True):
+            found[f"self_cosine_{r}"] = float(value)
+        for key, value in found.items():
+            cosines.setdefault(key, []).append(value)
+    stats.update({key: sum(values) / len(values) for key, values in cosines.items()})
+    return stats
 
 
 def cache_bytes_per_token(
