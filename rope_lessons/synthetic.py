@@ -180,3 +180,60 @@ def batch_sampler(
         return tokens.to(device), targets.to(device)
 
     return sample
+
+
+@dataclass(frozen=True)
+class MarkerDistance:
+    """How many steps ago was the marker? The answer is a relative position.
+
+    One ``MARKER`` token sits at a random place among uniform fillers. Every
+    later position ``t`` at most ``max_distance`` after it is scored, with the
+    answer token of the distance ``t - p`` to the marker at ``p``; all other
+    positions are unscored. The answer is the relative position of a token that
+    attention retrieves by its content, which is what turning values by their
+    position encodes (chapter 6: VO-RoPE and RoPER). Chance accuracy is
+    ``1 / max_distance``.
+
+    Tokens: ``0 = MARKER``, ``1 .. n_fillers`` fillers, then one answer token
+    per distance ``1 .. max_distance`` (id ``n_fillers + distance``); answer
+    tokens appear only as targets.
+    """
+
+    max_distance: int = 16
+    n_fillers: int = 8
+
+    MARKER = 0
+
+    @property
+    def vocab_size(self) -> int:
+        return 1 + self.n_fillers + self.max_distance
+
+    @property
+    def min_len(self) -> int:
+        return 2
+
+    @property
+    def chance_accuracy(self) -> float:
+        return 1.0 / self.max_distance
+
+    def answer(self, distance: torch.Tensor) -> torch.Tensor:
+        """The answer token of each distance in ``1 .. max_distance``."""
+        return self.n_fillers + distance
+
+    def sample(
+        self, batch_size: int, seq_len: int, generator: torch.Generator, split: Split = "train"
+    ) -> Batch:
+        """Tokens and targets ``(B, T)``; scored where ``1 <= t - marker <= max_distance``.
+
+        Both splits come from the same distribution (see the module docstring).
+        """
+        _check_shape(self, batch_size, seq_len, split)
+        check_positive_int(self.max_distance, "max_distance")
+        check_positive_int(self.n_fillers, "n_fillers")
+        tokens = torch.randint(1, 1 + self.n_fillers, (batch_size, seq_len), generator=generator)
+        marker = torch.randint(0, seq_len - 1, (batch_size,), generator=generator)  # (B,)
+        tokens[torch.arange(batch_size), marker] = self.MARKER
+        distance = torch.arange(seq_len)[None, :] - marker[:, None]  # (B, T)
+        scored = (distance >= 1) & (distance <= self.max_distance)
+        targets = torch.where(scored, self.answer(distance.clamp(min=1)), IGNORE)
+        return tokens, targets

@@ -229,26 +229,43 @@ def reading_stats(model: TinyTransformer, run: Run, device: torch.device) -> dic
         "mean_distance": float((stacked * back.to(stacked)).sum(-1).mean()),
     }
     cfg = model.config
-    rotary = {"base": cfg.rope_base, "layout": cfg.rope_layout, "p": cfg.rope_p}
+    theta = None if cfg.rope_theta is None else torch.tensor(cfg.rope_theta, dtype=torch.float64)
+    fast = _pair_dims(cfg.rope_layout, cfg.head_dim, 0)
+    slow = _pair_dims(cfg.rope_layout, cfg.head_dim, cfg.head_dim // 2 - 1)
     cosines: dict[str, list[float]] = {}
-    for block, (q, k, v) in zip(model.blocks, model.layer_qkv(tokens), strict=True):
-        placement = block.attn.placement
+    for layer, (q, k, v) in enumerate(model.layer_qkv(tokens)):
+        placement = cfg.placement(layer)
         if placement not in WITHOUT_VALUE_TURN:
             continue
-        theta = block.attn.theta
-        turned = attention(q, k, v, rope=placement, theta=theta, **rotary)  # type: ignore[arg-type]
-        plain = attention(q, k, v, rope=WITHOUT_VALUE_TURN[placement], theta=theta, **rotary)  # type: ignore[arg-type]
-        fast = _pair_dims(cfg.rope_layout, cfg.head_dim, 0)
-        slow = _pair_dims(cfg.rope_layout, cfg.head_dim, cfg.head_dim // 2 - 1)
+        outputs = [
+            attention(
+                q,
+                k,
+                v,
+                rope=rope,
+                base=cfg.rope_base,
+                layout=cfg.rope_layout,
+                p=cfg.rope_p,
+                theta=theta,
+            )
+            for rope in (placement, WITHOUT_VALUE_TURN[placement])
+        ]
+        turned, plain = outputs
+        self_scores = score_at_distance(
+            v,
+            v,
+            torch.tensor(READ_DISTANCES),
+            base=cfg.rope_base,
+            layout=cfg.rope_layout,
+            p=cfg.rope_p,
+            theta=theta,
+        )  # (B, H, T, R)
+        norms = v.double().square().sum(-1, keepdim=True).clamp(min=1e-12)
         found = {
             "turn_cosine": _mean_cosine(turned, plain),
             "turn_cosine_fast": _mean_cosine(turned[..., fast], plain[..., fast]),
             "turn_cosine_slow": _mean_cosine(turned[..., slow], plain[..., slow]),
         }
-        self_scores = score_at_distance(
-            v, v, torch.tensor(READ_DISTANCES), theta=theta, **rotary  # type: ignore[arg-type]
-        )  # (B, H, T, R)
-        norms = v.double().square().sum(-1, keepdim=True).clamp(min=1e-12)
         for r, value in zip(READ_DISTANCES, (self_scores / norms).mean((0, 1, 2)), strict=True):
             found[f"self_cosine_{r}"] = float(value)
         for key, value in found.items():
@@ -303,7 +320,8 @@ def ranks(values: Sequence[float] | FloatArray) -> FloatArray:
     array = _as_vector(values, "values")
     below = (array[None, :] < array[:, None]).sum(axis=1)  # how many are smaller
     equal = (array[None, :] == array[:, None]).sum(axis=1)  # ties, itself included
-    return below + (equal + 1) / 2.0
+    result: FloatArray = (below + (equal + 1) / 2.0).astype(np.float64)
+    return result
 
 
 def kendall_tau(
@@ -389,7 +407,7 @@ def bootstrap_kendall_tau(
     rng = np.random.default_rng(seed)
     picks = rng.integers(0, table.shape[0], size=(resamples, table.shape[0]))  # (R, S)
     means = table[picks].mean(axis=1)  # (R, P)
-    return np.array([kendall_tau(row, target) for row in means])
+    return np.array([kendall_tau(row, target) for row in means], dtype=np.float64)
 
 
 SU_2025_LOSSES: dict[str, float] = {
