@@ -62,7 +62,8 @@ def _shared_heads(q: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
             )
     if q.shape[-1] != c.shape[-1] or q.shape[-2] != c.shape[-2] or q.shape[0] != c.shape[0]:
         raise ValueError(
-            f"q and c must agree in (batch, seq, head_dim), got {tuple(q.shape)} and {tuple(c.shape)}"
+            "q and c must agree in (batch, seq, head_dim), "
+            f"got {tuple(q.shape)} and {tuple(c.shape)}"
         )
     if c.shape[1] not in (1, q.shape[1]):
         raise ValueError(f"c must have 1 head or as many as q ({q.shape[1]}), got {c.shape[1]}")
@@ -324,9 +325,7 @@ def ranks(values: Sequence[float] | FloatArray) -> FloatArray:
     return result
 
 
-def kendall_tau(
-    x: Sequence[float] | FloatArray, y: Sequence[float] | FloatArray
-) -> float:
+def kendall_tau(x: Sequence[float] | FloatArray, y: Sequence[float] | FloatArray) -> float:
     r"""Kendall's rank correlation :math:`\tau_b` between two equally long sequences.
 
     Over all pairs :math:`i < j`, a pair is concordant when ``x`` and ``y``

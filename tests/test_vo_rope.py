@@ -68,7 +68,7 @@ def test_decoding_from_one_cached_vector_is_qkvo_attention(layout: str, heads_c:
 
 def test_shared_kv_inputs_are_checked() -> None:
     q, c = shared_inputs()
-    with pytest.raises(TypeError, match="c must be a torch.Tensor"):
+    with pytest.raises(TypeError, match=r"c must be a torch\.Tensor"):
         key_and_value_streams(q, c.numpy(), rope="qk")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="q and c must agree"):
         decode_with_one_cached_vector(q, c[..., :4])
@@ -83,12 +83,16 @@ def test_shared_kv_inputs_are_checked() -> None:
 
 def test_cache_bytes_by_hand() -> None:
     # Llama-2-7B-like MHA, bf16: 32 layers x (32 keys + 32 values) x 128 x 2 bytes
-    assert cache_bytes_per_token(
-        n_layers=32, vectors_per_layer=64, vector_dim=128, bytes_per_element=2
-    ) == 32 * 64 * 128 * 2
-    assert cache_bytes_per_token(
-        n_layers=1, vectors_per_layer=1, vector_dim=576, bytes_per_element=2
-    ) == 1152
+    assert (
+        cache_bytes_per_token(
+            n_layers=32, vectors_per_layer=64, vector_dim=128, bytes_per_element=2
+        )
+        == 32 * 64 * 128 * 2
+    )
+    assert (
+        cache_bytes_per_token(n_layers=1, vectors_per_layer=1, vector_dim=576, bytes_per_element=2)
+        == 1152
+    )
 
 
 @pytest.mark.parametrize(
