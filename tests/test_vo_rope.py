@@ -1,4 +1,5 @@
-"""Chapter 6 helpers: shared keys and values, cache sizes, Kendall tau and ranks."""
+"""Chapter 6 helpers: shared keys and values, cache sizes, Kendall tau and ranks,
+the MarkerDistance task and what reading_stats measures on a model."""
 
 from __future__ import annotations
 
@@ -13,8 +14,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rope_lessons.attention import PLACEMENTS, RELATIVE_PLACEMENTS, attention
+from rope_lessons.experiments import make_run
+from rope_lessons.model import TinyTransformer
+from rope_lessons.synthetic import IGNORE, CopyAtLag, MarkerDistance, batch_sampler
 from rope_lessons.vo_rope import (
+    READ_BATCH,
     SU_2025_LOSSES,
+    WITHOUT_VALUE_TURN,
     bootstrap_kendall_tau,
     cache_bytes_per_token,
     decode_with_one_cached_vector,
@@ -22,6 +28,7 @@ from rope_lessons.vo_rope import (
     kendall_tau_tail,
     key_and_value_streams,
     ranks,
+    reading_stats,
     shift_change,
 )
 
@@ -212,3 +219,67 @@ def test_bootstrap_with_identical_seeds_has_no_spread() -> None:
 def test_su_table_covers_the_nine_placements_in_his_order() -> None:
     assert set(SU_2025_LOSSES) == set(PLACEMENTS)
     assert list(SU_2025_LOSSES) == sorted(SU_2025_LOSSES, key=SU_2025_LOSSES.__getitem__)
+
+
+# --------------------------------------------------------------- MarkerDistance
+
+
+def test_marker_distance_targets_are_the_steps_since_the_marker() -> None:
+    task = MarkerDistance(max_distance=5, n_fillers=3)
+    tokens, targets = task.sample(64, 12, torch.Generator().manual_seed(0))
+    assert tokens.shape == targets.shape == (64, 12)
+    assert ((tokens == task.MARKER).sum(1) == 1).all()  # exactly one marker per row
+    assert tokens.max() <= task.n_fillers  # answers never appear as input
+    for row_tokens, row_targets in zip(tokens, targets, strict=True):
+        marker = int((row_tokens == task.MARKER).nonzero())
+        for t in range(12):
+            distance = t - marker
+            expected = task.n_fillers + distance if 1 <= distance <= 5 else IGNORE
+            assert int(row_targets[t]) == expected
+    assert int(targets.max()) < task.vocab_size
+    assert task.chance_accuracy == pytest.approx(1 / 5)
+
+
+def test_marker_distance_splits_and_bad_input() -> None:
+    task = MarkerDistance()
+    train = batch_sampler(task, 8, 20, seed=3)()
+    val = batch_sampler(task, 8, 20, seed=3, split="val")()
+    assert not torch.equal(train[0], val[0])
+    with pytest.raises(ValueError, match="seq_len"):
+        task.sample(4, 1, torch.Generator())
+    with pytest.raises(ValueError, match="max_distance"):
+        MarkerDistance(max_distance=0).sample(4, 8, torch.Generator())
+
+
+# ------------------------------------------------------------------ reading_stats
+
+
+@pytest.mark.parametrize("rope", ["qk", "vo"])
+def test_reading_stats_on_an_untrained_model(rope: str) -> None:
+    torch.manual_seed(0)
+    run = make_run(
+        rope, CopyAtLag(lag=2), train_len=12, eval_lens=(12,), steps=1, dim=16, n_heads=2, rope=rope
+    )
+    model = TinyTransformer(run.model)
+    stats = reading_stats(model, run, torch.device("cpu"))
+    assert 0 < stats["diagonal_weight"] < 1
+    assert 0 < stats["mean_distance"] < 11
+    turns = rope in WITHOUT_VALUE_TURN
+    assert ("turn_cosine" in stats) == turns
+    if turns:
+        assert -1 <= stats["turn_cosine_fast"] <= stats["turn_cosine_slow"] + 1e-6
+        assert stats["turn_cosine_slow"] > 0.99  # the slowest pair barely turns in 12 tokens
+        assert stats["self_cosine_1"] > stats["self_cosine_4"]
+
+
+def test_reading_stats_weights_match_the_attention_maps() -> None:
+    """diagonal_weight is the mean of the attention maps' diagonals, computed independently."""
+    torch.manual_seed(1)
+    run = make_run("v", CopyAtLag(lag=1), train_len=10, eval_lens=(10,), steps=1, dim=16, rope="v")
+    model = TinyTransformer(run.model)
+    stats = reading_stats(model, run, torch.device("cpu"))
+    tokens, _ = batch_sampler(run.data, READ_BATCH, 10, seed=10, split="val")()
+    with torch.no_grad():
+        _, maps = model.attention_maps(tokens)
+    diagonal = sum(float(w.diagonal(dim1=-2, dim2=-1).mean()) for w in maps) / len(maps)
+    assert stats["diagonal_weight"] == pytest.approx(diagonal, rel=1e-5)
