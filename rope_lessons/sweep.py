@@ -29,6 +29,7 @@ trains again from today's code and compares (see :data:`REPRODUCTION_TOLERANCE`)
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import hashlib
 import importlib
@@ -122,6 +123,44 @@ class Sweep:
         described = {run.label: run.describe() for run in self.runs}
         loaded: dict[str, Any] = json.loads(json.dumps(described))
         return loaded
+
+
+def largest_difference(first: RunResult, second: RunResult) -> float:
+    """The largest absolute difference between two results of the same (run, seed): over
+    every training loss, held-out metric, validation-curve point and ``extra`` number.
+
+    Raises:
+        ValueError: if they are not results of the same run and seed, or do not
+            hold the same entries.
+    """
+    if (first.label, first.seed) != (second.label, second.seed):
+        raise ValueError(
+            f"results of different runs: {first.label!r} seed {first.seed} vs "
+            f"{second.label!r} seed {second.seed}"
+        )
+
+    def numbers(result: RunResult) -> dict[str, float | None]:
+        values: dict[str, float | None] = {
+            f"loss {i}": loss for i, loss in enumerate(result.losses)
+        }
+        for table in ("metrics", "curve"):
+            for key, metrics in getattr(result, table).items():
+                for name, value in dataclasses.asdict(metrics).items():
+                    values[f"{table}[{key}].{name}"] = value
+        values.update({f"extra {key}": value for key, value in result.extra.items()})
+        return values
+
+    ours, theirs = numbers(first), numbers(second)
+    if ours.keys() != theirs.keys() or any(
+        (ours[key] is None) != (theirs[key] is None) for key in ours
+    ):
+        raise ValueError(f"{first.label!r} seed {first.seed}: the results hold different entries")
+    gaps = [
+        abs(a - b)
+        for key in ours
+        if (a := ours[key]) is not None and (b := theirs[key]) is not None
+    ]
+    return max(gaps, default=0.0)
 
 
 def available() -> list[str]:
