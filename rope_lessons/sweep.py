@@ -321,14 +321,27 @@ def load_sweep(sweep: str | Sweep, results_dir: Path | None = None) -> StoredSwe
 
 
 def git_commit() -> str | None:
-    """The checked-out commit of the package's repository (``+dirty`` if modified), or None."""
+    """The checked-out commit of the package's repository, or None outside a git checkout.
+
+    ``+dirty`` is appended when the package's code (``rope_lessons/`` except its
+    results) differs from the commit, untracked files included.
+    """
     root = Path(__file__).resolve().parent.parent
     try:
         head = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
         ).stdout.strip()
         status = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
+            # Results files being written are not code: they do not make the tree dirty.
+            [
+                "git",
+                "status",
+                "--porcelain",
+                "--untracked-files=no",
+                "--",
+                ".",
+                ":!rope_lessons/results",
+            ],
             cwd=root,
             capture_output=True,
             text=True,
