@@ -332,16 +332,9 @@ def git_commit() -> str | None:
             ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
         ).stdout.strip()
         status = subprocess.run(
-            # Results files being written are not code: they do not make the tree dirty.
-            [
-                "git",
-                "status",
-                "--porcelain",
-                "--untracked-files=no",
-                "--",
-                ".",
-                ":!rope_lessons/results",
-            ],
+            # Only the package's code decides the results: results files being written
+            # and edits outside rope_lessons/ (notebooks, tests) do not make it dirty.
+            ["git", "status", "--porcelain", "--", "rope_lessons", ":!rope_lessons/results"],
             cwd=root,
             capture_output=True,
             text=True,
