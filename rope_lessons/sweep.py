@@ -351,7 +351,9 @@ def record(device: torch.device, command: str) -> dict[str, Any]:
         "command": command,
         "device": str(device),
         "device_name": (
-            torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor()
+            torch.cuda.get_device_name(device)
+            if device.type == "cuda"
+            else platform.processor() or platform.machine()
         ),
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
@@ -489,7 +491,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         sweep = get_sweep(args.name)
         torch.set_num_threads(choose_threads())
-        path = run_sweep(sweep, seeds=args.seeds, device=args.device, restart=args.restart)
+        given = sys.argv[1:] if argv is None else list(argv)
+        command = " ".join(["python -m rope_lessons.sweep", *map(shlex.quote, given)])
+        path = run_sweep(
+            sweep, seeds=args.seeds, device=args.device, restart=args.restart, command=command
+        )
     except ValueError as error:
         parser.exit(2, f"error: {error}\n")
     print(f"wrote {path}")
