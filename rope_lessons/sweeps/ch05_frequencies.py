@@ -37,6 +37,7 @@ def quarters(head_dim: int) -> tuple[list[int], list[int]]:
     return list(range(size)), list(range(pairs - size, pairs))
 
 
+@torch.no_grad()
 def frequency_analysis(model: TinyTransformer, run: Run, device: torch.device) -> dict[str, float]:
     """Ablation losses and per-head positional scores of a trained model (the sweep's ``analyse``).
 
