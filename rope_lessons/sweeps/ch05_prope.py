@@ -5,12 +5,12 @@ width 64, 2 layers, ONE head of dimension 64 (32 rotary pairs), trained for
 300 steps at length 64 and evaluated at 64, 128 and 256 (1x, 2x, 4x).
 
 The base is 100, not 10000, so that the question is posed at all. With base
-10000 the slowest pair turns 64 * 10000^(-62/64) = 0.009 rad over the 64
-trained positions, and the slowest quarter at most 0.06 rad: unrotated in all
-but name, so every p would look alike by construction. With base 100 the
-slowest pair turns 0.74 rad over 64 positions (about what it turns over
-Gemma-2B's 8192 positions in Barbero et al.'s experiment: 0.88 rad at base
-10000, head dimension 256) and 3 rad over 256.
+10000 the slowest pair turns by 63 * 10000^(-62/64) = 0.008 rad over the 63
+distances of a 64-token context, and the slowest quarter by at most 0.06 rad:
+unrotated in all but name, so every p would look alike by construction. With
+base 100 the slowest pair turns by 0.73 rad over 64 tokens (about what it
+turns over Gemma-2B's 8192 tokens in Barbero et al.'s experiment: 0.88 rad at
+base 10000, head dimension 256) and by 2.9 rad over 256.
 
 Variants: p-RoPE with p in {0, 0.25, 0.5, 0.75, 1} (keep the fastest pairs,
 stop the rest; p = 0 is NoPE, p = 1 is RoPE) and GPT-NeoX partial rotary with
