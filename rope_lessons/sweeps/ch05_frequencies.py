@@ -17,6 +17,8 @@ notebook trains seed 0 live and reads the other seeds from the stored results.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from rope_lessons.corpus import CharCorpus
@@ -72,7 +74,7 @@ def frequency_analysis(model: TinyTransformer, run: Run, device: torch.device) -
     return numbers
 
 
-MODEL = dict(dim=64, n_layers=2, n_heads=2, rope_base=10000.0)
+MODEL: dict[str, Any] = {"dim": 64, "n_layers": 2, "n_heads": 2, "rope_base": 10000.0}
 
 COPY = make_run(
     "copy",

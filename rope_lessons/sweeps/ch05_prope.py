@@ -22,6 +22,8 @@ Run with ``python -m rope_lessons.sweep ch05_prope``.
 
 from __future__ import annotations
 
+from typing import Any
+
 from rope_lessons.corpus import CharCorpus
 from rope_lessons.experiments import Run, make_run
 from rope_lessons.spectrum import partial_rotary_theta
@@ -35,7 +37,7 @@ P_VALUES = (0.0, 0.25, 0.5, 0.75, 1.0)
 PARTIAL_FRACTIONS = (0.25, 0.75)
 
 
-def _run(label: str, **rope_fields: object) -> Run:
+def _run(label: str, **rope_fields: Any) -> Run:
     return make_run(
         label,
         CharCorpus(),
