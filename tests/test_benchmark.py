@@ -17,7 +17,7 @@ from rope_lessons.benchmark import (
     time_rope_forms,
 )
 from rope_lessons.rope import apply_rope
-from tests.helpers import random_features
+from helpers import random_features
 
 
 def test_hf_rotate_half_matches_transformers() -> None:
