@@ -3,13 +3,13 @@ r"""The general solution of :math:`R_m^\top R_n = R_{n-m}` and why block rotatio
 Any orthogonal matrix ``O`` gives a solution :math:`R_m = O^m`, and with
 :math:`R_0 = I` every solution has this form. A real orthogonal matrix
 without real eigenvalues is a block rotation in a suitable orthonormal basis:
-:math:`O = P\,B(\varphi)\,P^\top` with ``P`` orthogonal and :math:`B(\varphi)`
+:math:`O = U\,B(\varphi)\,U^\top` with ``U`` orthogonal and :math:`B(\varphi)`
 block-diagonal with 2x2 rotations by angles :math:`\varphi_j`. Then
 
-.. math:: q^\top O^{n-m} k = (P^\top q)^\top B((n-m)\varphi)\,(P^\top k),
+.. math:: q^\top O^{n-m} k = (U^\top q)^\top B((n-m)\varphi)\,(U^\top k),
 
 so "rotate by :math:`O^m`" equals block-diagonal RoPE with frequencies
-:math:`\varphi_j` applied to :math:`P^\top q` and :math:`P^\top k`; with
+:math:`\varphi_j` applied to :math:`U^\top q` and :math:`U^\top k`; with
 :math:`q = W_q x` the basis change is absorbed into :math:`W_q` (and
 :math:`W_k`). J. Su, "Transformer upgrade road 6: completeness analysis of
 rotary position embedding" (kexue.fm/archives/9403, 2022) makes this argument
@@ -79,7 +79,7 @@ def block_rotation(angles: torch.Tensor) -> torch.Tensor:
 
 
 def block_diagonalise(orthogonal: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    r"""Write ``O = P @ block_rotation(angles) @ P.T`` with ``P`` orthogonal.
+    r"""Write ``O = U @ block_rotation(angles) @ U.T`` with ``U`` orthogonal.
 
     Each complex eigenpair :math:`e^{\pm i\varphi}` of ``O`` spans an invariant
     plane; for the eigenvector :math:`u = a + ib` of :math:`e^{i\varphi}`, ``O``
@@ -92,7 +92,7 @@ def block_diagonalise(orthogonal: torch.Tensor) -> tuple[torch.Tensor, torch.Ten
             eigenvalues.
 
     Returns:
-        ``(P, angles)``: ``P`` of shape ``(d, d)`` (float64, orthogonal) and
+        ``(U, angles)``: ``U`` of shape ``(d, d)`` (float64, orthogonal) and
         ``angles`` of shape ``(d/2,)`` in ``(0, pi)``, largest first (the
         fastest "frequency" first, as in RoPE).
     """
