@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import random_features
 
 from rope_lessons.benchmark import (
     COPY,
@@ -17,7 +18,6 @@ from rope_lessons.benchmark import (
     time_rope_forms,
 )
 from rope_lessons.rope import apply_rope
-from helpers import random_features
 
 
 def test_hf_rotate_half_matches_transformers() -> None:
