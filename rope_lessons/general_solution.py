@@ -49,6 +49,7 @@ def random_orthogonal(
     """
     dim = check_even_dim(dim)
     gaussian = torch.randn(dim, dim, generator=generator, dtype=torch.float64)
+    q: torch.Tensor
     q, r = torch.linalg.qr(gaussian)
     q = q * torch.sign(torch.diagonal(r))  # (d, d); the sign fix makes it Haar-uniform
     if (torch.linalg.det(q) > 0) != proper:
@@ -56,30 +57,8 @@ def random_orthogonal(
     return q.to(dtype)
 
 
-def block_rotation(angles: torch.Tensor) -> torch.Tensor:
-    r"""Block-diagonal matrix turning pair ``j`` (coordinates ``2j, 2j+1``) by ``angles[j]``.
-
-    With ``angles = m * theta`` it is :func:`rope_lessons.rope.rotation_matrix`.
-
-    Args:
-        angles: float tensor ``(d/2,)``.
-
-    Returns:
-        Tensor ``(d, d)`` in the dtype of ``angles``.
-    """
-    if not isinstance(angles, torch.Tensor) or angles.ndim != 1:
-        raise ValueError("angles must be a 1-D tensor of shape (d/2,)")
-    if not angles.is_floating_point():
-        raise TypeError(f"angles must have a floating dtype, got {angles.dtype}")
-    cos, sin = angles.cos(), angles.sin()
-    blocks = torch.stack(
-        (torch.stack((cos, -sin), -1), torch.stack((sin, cos), -1)), -2
-    )  # (d/2, 2, 2)
-    return torch.block_diag(*blocks)
-
-
 def block_diagonalise(orthogonal: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    r"""Write ``O = U @ block_rotation(angles) @ U.T`` with ``U`` orthogonal.
+    r"""Write ``O = U @ rope.block_rotation(angles) @ U.T`` with ``U`` orthogonal.
 
     Each complex eigenpair :math:`e^{\pm i\varphi}` of ``O`` spans an invariant
     plane; for the eigenvector :math:`u = a + ib` of :math:`e^{i\varphi}`, ``O``
