@@ -1,0 +1,465 @@
+r"""Linear recurrences with real and complex decay, and the road to them from VO-RoPE.
+
+The recurrence :math:`s_t = \lambda\, s_{t-1} + x_t` with :math:`s_{-1} = 0` has
+the closed form :math:`s_t = \sum_{u \le t} \lambda^{t-u} x_u`: a causal
+"attention" whose weights depend on the distance ``t - u`` alone. Chapter 7
+computes it both ways (:func:`linear_recurrence` step by step in ``O(T)``,
+:func:`linear_recurrence_parallel` as one ``T x T`` weighted sum in
+``O(T^2)``), shows that VO-RoPE with the causal weights
+:math:`a_{mn} = \gamma^{m-n}` is this recurrence with the complex decay
+:math:`\gamma e^{-i\theta_k}` on pair ``k`` read as a complex number
+(J. Su, kexue.fm/archives/10862, 2025), and trains three small sequence models
+built on it:
+
+* ``"real"``: a diagonal linear recurrence with real decays in ``(0, 1)``;
+* ``"complex"``: the LRU of Orvieto et al. 2023 (arXiv:2303.06349): complex
+  decays :math:`\lambda = \exp(-e^{\nu} + i e^{\phi})` initialised on a ring,
+  inputs scaled by :math:`\sqrt{1 - |\lambda|^2}`;
+* ``"retnet"``: retention (Sun et al. 2023, arXiv:2307.08621): a real decay
+  :math:`\gamma_h` per head and RoPE on queries and keys, no softmax.
+
+Shapes: ``...`` any leading dimensions, ``T`` sequence length, ``n`` channels
+of the recurrence, ``d`` an even feature dimension (``d/2`` pairs), ``B``
+batch, ``H`` heads, ``D`` head dimension, ``C`` model width, ``V`` vocabulary.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from torch import nn
+
+from rope_lessons._checks import (
+    check_base,
+    check_choice,
+    check_even_dim,
+    check_positive_int,
+    check_positive_number,
+)
+from rope_lessons.rope import apply_rope, frequencies
+
+MixerKind = Literal["real", "complex", "retnet"]
+MIXER_KINDS = ("real", "complex", "retnet")
+Form = Literal["parallel", "recurrent"]
+FORMS = ("parallel", "recurrent")
+
+
+# --- the two forms of the recurrence -------------------------------------------------
+
+
+def _check_recurrence_args(x: object, decay: object) -> tuple[torch.Tensor, torch.Tensor]:
+    """``x`` as a tensor ``(..., T, n)`` and ``decay`` as a 0-d or ``(n,)`` tensor on its device."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+    if not (x.is_floating_point() or x.is_complex()):
+        raise TypeError(f"x must have a floating or complex dtype, got {x.dtype}")
+    if x.ndim < 2:
+        raise ValueError(f"x must have shape (..., seq, channels), got {tuple(x.shape)}")
+    if isinstance(decay, bool) or not isinstance(decay, (int, float, complex, torch.Tensor)):
+        raise TypeError(f"decay must be a number or a torch.Tensor, got {type(decay).__name__}")
+    decay = torch.as_tensor(decay, device=x.device)
+    if not (decay.is_floating_point() or decay.is_complex()):
+        decay = decay.to(torch.get_default_dtype())
+    if decay.ndim > 1 or (decay.ndim == 1 and decay.shape[0] != x.shape[-1]):
+        raise ValueError(
+            f"decay must be a scalar or have shape (channels,) = ({x.shape[-1]},), "
+            f"got {tuple(decay.shape)}"
+        )
+    if not bool(torch.isfinite(decay).all()):
+        raise ValueError("decay must be finite")
+    dtype = torch.promote_types(x.dtype, decay.dtype)
+    return x.to(dtype), decay.to(dtype)
+
+
+def linear_recurrence(x: torch.Tensor, decay: torch.Tensor | complex) -> torch.Tensor:
+    r"""The states :math:`s_t = \lambda\, s_{t-1} + x_t` with :math:`s_{-1} = 0`, step by step.
+
+    ``O(T)`` sequential steps, each an elementwise product: how an RNN runs at
+    inference, one token at a time.
+
+    Args:
+        x: inputs ``(..., T, n)``, real or complex.
+        decay: :math:`\lambda`, a number or a tensor of shape ``()`` or
+            ``(n,)`` (one decay per channel), real or complex.
+
+    Returns:
+        The states ``(..., T, n)``, in the dtype of ``x`` and ``decay`` promoted
+        together.
+    """
+    x, decay = _check_recurrence_args(x, decay)
+    state = torch.zeros_like(x[..., 0, :])  # (..., n)
+    states = []
+    for t in range(x.shape[-2]):
+        state = decay * state + x[..., t, :]
+        states.append(state)
+    return torch.stack(states, dim=-2)  # (..., T, n)
+
+
+def decay_powers(decay: torch.Tensor, seq_len: int) -> torch.Tensor:
+    r"""The causal weights :math:`\lambda^{t-u}` for ``u <= t``, zero above the diagonal.
+
+    Each power is formed from the distance ``t - u >= 0`` directly, as
+    :math:`|\lambda|^{t-u} e^{i (t-u) \arg\lambda}`: never as
+    :math:`\lambda^t \lambda^{-u}`, whose second factor overflows for
+    :math:`|\lambda| < 1` long before ``T`` is large. ``0^0 = 1``, so a zero
+    decay gives the identity.
+
+    Args:
+        decay: tensor of any shape ``(...,)``, real or complex.
+        seq_len: ``T``.
+
+    Returns:
+        Tensor ``(..., T, T)`` in the dtype of ``decay``: row ``t``, column ``u``.
+    """
+    if not isinstance(decay, torch.Tensor):
+        raise TypeError(f"decay must be a torch.Tensor, got {type(decay).__name__}")
+    seq_len = check_positive_int(seq_len, "seq_len")
+    steps = torch.arange(seq_len, device=decay.device)
+    distance = steps[:, None] - steps[None, :]  # (T, T): t - u
+    causal = distance >= 0
+    real_dtype = decay.real.dtype if decay.is_complex() else decay.dtype
+    distance = distance.clamp(min=0).to(real_dtype)
+    decay = decay[..., None, None]
+    if decay.is_complex():
+        powers = torch.polar(decay.abs() ** distance, decay.angle() * distance)
+    else:
+        powers = decay**distance  # exact sign for a negative decay: the exponent is whole
+    return powers * causal  # (..., T, T)
+
+
+def linear_recurrence_parallel(x: torch.Tensor, decay: torch.Tensor | complex) -> torch.Tensor:
+    r"""The states of :func:`linear_recurrence` from :math:`s_t = \sum_{u \le t} \lambda^{t-u} x_u`.
+
+    One ``T x T`` causal weighted sum per channel (:func:`decay_powers`): the
+    attention-like form, ``O(T^2 n)`` work but no sequential loop, which is how
+    such models are trained. Equal to the recurrent form to float tolerance
+    for :math:`|\lambda| \le 1`.
+
+    Args, Returns: as :func:`linear_recurrence`.
+    """
+    x, decay = _check_recurrence_args(x, decay)
+    kernel = decay_powers(decay, x.shape[-2])  # (T, T) or (n, T, T)
+    if decay.ndim == 0:
+        return kernel @ x  # (..., T, n)
+    return torch.einsum("ntu,...un->...tn", kernel, x)
+
+
+# --- VO-RoPE and complex numbers -----------------------------------------------------
+
+
+def pairs_to_complex(x: torch.Tensor) -> torch.Tensor:
+    r"""Read pair ``k`` of ``x`` (interleaved layout) as :math:`z_k = x_{2k} + i\, x_{2k+1}`.
+
+    With this reading, the course's :math:`R_m` (pair ``k`` turned
+    counter-clockwise by :math:`m\theta_k`) is multiplication by
+    :math:`e^{i m \theta_k}`.
+
+    Args:
+        x: real features ``(..., d)``, ``d`` even.
+
+    Returns:
+        Complex tensor ``(..., d/2)``.
+    """
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point():
+        raise TypeError("x must be a real floating torch.Tensor")
+    check_even_dim(x.shape[-1] if x.ndim else 0, "the last dimension of x")
+    return torch.complex(x[..., 0::2], x[..., 1::2])
+
+
+def complex_to_pairs(z: torch.Tensor) -> torch.Tensor:
+    """The inverse of :func:`pairs_to_complex`: ``(..., d/2)`` complex -> ``(..., d)`` real."""
+    if not isinstance(z, torch.Tensor) or not z.is_complex():
+        raise TypeError("z must be a complex torch.Tensor")
+    return torch.view_as_real(z).flatten(-2)
+
+
+def vo_rope_decay(gamma: float, dim: int, base: float = 10000.0) -> torch.Tensor:
+    r"""Per pair, the complex decay :math:`\gamma e^{-i\theta_k}` of VO-RoPE with weights γ^(m-n).
+
+    From :math:`o_m = \sum_{n \le m} \gamma^{m-n} R_{n-m} v_n` and
+    :math:`R_{n-m} = e^{i(n-m)\theta_k}` on pair ``k``:
+    :math:`o_m = \sum_{n \le m} (\gamma e^{-i\theta_k})^{m-n} v_n`.
+
+    Args:
+        gamma: the real decay, in ``(0, 1]``.
+        dim: the feature dimension ``d`` (even).
+        base: RoPE's base.
+
+    Returns:
+        Complex128 tensor ``(d/2,)``.
+    """
+    gamma = check_positive_number(gamma, "gamma")
+    if gamma > 1:
+        raise ValueError(f"gamma must lie in (0, 1], got {gamma}")
+    theta = frequencies(dim, check_base(base))  # (d/2,) float64
+    return torch.polar(torch.full_like(theta, gamma), -theta)
+
+
+def vo_rope_weighted_sum(
+    v: torch.Tensor, weights: torch.Tensor, *, base: float = 10000.0
+) -> torch.Tensor:
+    r"""VO-RoPE with given weights: :math:`o_m = R_m^\top \sum_n a_{mn} R_n v_n`.
+
+    The package's rotations (:func:`~rope_lessons.rope.apply_rope`, interleaved
+    layout, positions ``0 .. T-1``) around any weight matrix, e.g. the causal
+    :math:`a_{mn} = \gamma^{m-n}` of :func:`decay_powers` in place of softmax.
+
+    Args:
+        v: values ``(..., T, d)``, ``d`` even.
+        weights: ``(..., T, T)``, row ``m`` the weights of query ``m``.
+        base: RoPE's base.
+
+    Returns:
+        Outputs ``(..., T, d)``.
+    """
+    if not isinstance(weights, torch.Tensor) or weights.shape[-2:] != (v.shape[-2],) * 2:
+        raise ValueError(f"weights must be a (..., T, T) tensor with T = {v.shape[-2]}")
+    positions = torch.arange(v.shape[-2], device=v.device)
+    rotated = apply_rope(v, positions, base=base)  # R_n v_n
+    return apply_rope(weights.to(v.dtype) @ rotated, -positions, base=base)  # R_m^T = R_{-m}
+
+
+# --- three small sequence models -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RecurrentConfig:
+    """Everything that defines a :class:`RecurrentModel`.
+
+    Attributes:
+        vocab_size: ``V``.
+        mixer: ``"real"``, ``"complex"`` or ``"retnet"`` (see the module docstring).
+        dim: model width ``C``.
+        state: complex channels ``N`` of the ``"complex"`` mixer; the
+            ``"real"`` mixer gets ``2N`` real channels, so that both keep
+            ``2N`` real numbers per token and have the same input and output
+            matrices' sizes.
+        n_heads: heads of the ``"retnet"`` mixer (``C / n_heads`` even).
+        n_layers: blocks.
+        r_min, r_max: the ring of initial decay moduli, as in LRU.
+        max_phase: initial phases of the complex decays drawn from
+            ``U[0, max_phase]`` (LRU: ``2 pi``).
+        rope_base: RoPE's base in the ``"retnet"`` mixer.
+        form: ``"parallel"`` (training) or ``"recurrent"`` (step by step).
+    """
+
+    vocab_size: int
+    mixer: MixerKind = "complex"
+    dim: int = 64
+    state: int = 32
+    n_heads: int = 4
+    n_layers: int = 1
+    mlp_ratio: int = 4
+    r_min: float = 0.9
+    r_max: float = 0.999
+    max_phase: float = 2 * math.pi
+    rope_base: float = 10000.0
+    form: Form = "parallel"
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "dim", "state", "n_heads", "n_layers", "mlp_ratio"):
+            check_positive_int(getattr(self, name), name)
+        check_choice(self.mixer, "mixer", MIXER_KINDS)
+        check_choice(self.form, "form", FORMS)
+        if not 0 < self.r_min <= self.r_max < 1:
+            raise ValueError(
+                f"need 0 < r_min <= r_max < 1, got r_min={self.r_min}, r_max={self.r_max}"
+            )
+        check_positive_number(self.max_phase, "max_phase")
+        check_base(self.rope_base)
+        if self.dim % self.n_heads or (self.dim // self.n_heads) % 2:
+            raise ValueError(
+                f"dim / n_heads must be an even integer, got dim={self.dim}, n_heads={self.n_heads}"
+            )
+
+
+def _run_recurrence(x: torch.Tensor, decay: torch.Tensor, form: Form) -> torch.Tensor:
+    """:func:`linear_recurrence_parallel` or :func:`linear_recurrence` on ``x`` ``(..., T, n)``."""
+    if form == "parallel":
+        return linear_recurrence_parallel(x, decay)
+    return linear_recurrence(x, decay)
+
+
+def _ring_log_decay(channels: int, r_min: float, r_max: float) -> torch.Tensor:
+    r"""LRU's ring: :math:`\nu` for :math:`|\lambda| = e^{-e^\nu}`, :math:`|\lambda|^2` uniform.
+
+    :math:`|\lambda|^2` is drawn uniformly from ``[r_min^2, r_max^2]``.
+    """
+    u = torch.rand(channels)
+    modulus = (r_min**2 + u * (r_max**2 - r_min**2)).sqrt()
+    return (-modulus.log()).log()
+
+
+class RealDecayMixer(nn.Module):
+    r"""A diagonal linear recurrence with real decays :math:`\lambda_j = e^{-e^{\nu_j}} \in (0, 1)`.
+
+    :math:`s_t = \lambda \odot s_{t-1} + \sqrt{1-\lambda^2} \odot B u_t`,
+    output :math:`C s_t`, with ``2N`` real channels.
+    """
+
+    def __init__(self, config: RecurrentConfig) -> None:
+        super().__init__()
+        channels = 2 * config.state
+        self.form: Form = config.form
+        self.log_rate = nn.Parameter(_ring_log_decay(channels, config.r_min, config.r_max))
+        self.inp = nn.Linear(config.dim, channels, bias=False)
+        self.out = nn.Linear(channels, config.dim, bias=False)
+
+    def decay(self) -> torch.Tensor:
+        """The decays ``(2N,)``, real, in ``(0, 1)``."""
+        return torch.exp(-self.log_rate.exp())
+
+    def forward(self, u: torch.Tensor) -> torch.Tensor:
+        """``u`` ``(B, T, C)`` -> ``(B, T, C)``."""
+        decay = self.decay()
+        x = self.inp(u) * (1 - decay**2).sqrt()  # (B, T, 2N)
+        out: torch.Tensor = self.out(_run_recurrence(x, decay, self.form))
+        return out
+
+
+class ComplexDecayMixer(nn.Module):
+    r"""The LRU layer: complex decays :math:`\lambda_j = \exp(-e^{\nu_j} + i e^{\phi_j})`.
+
+    :math:`s_t = \lambda \odot s_{t-1} + \gamma \odot B u_t` with ``N``
+    complex channels, output :math:`\mathrm{Re}(C s_t)`; :math:`\gamma` is
+    trained, initialised to :math:`\sqrt{1 - |\lambda|^2}`. Moduli start on
+    the ring ``[r_min, r_max]``, phases in ``[0, max_phase]``.
+    """
+
+    def __init__(self, config: RecurrentConfig) -> None:
+        super().__init__()
+        n = config.state
+        self.form: Form = config.form
+        self.log_rate = nn.Parameter(_ring_log_decay(n, config.r_min, config.r_max))
+        self.log_phase = nn.Parameter((torch.rand(n) * config.max_phase).log())
+        modulus = torch.exp(-self.log_rate.detach().exp())
+        self.log_gamma = nn.Parameter(0.5 * (1 - modulus**2).log())
+        self.inp = nn.Linear(config.dim, 2 * n, bias=False)  # real and imaginary parts of B
+        self.out = nn.Linear(2 * n, config.dim, bias=False)  # [Re s, Im s] -> Re(C s)
+
+    def decay(self) -> torch.Tensor:
+        """The decays ``(N,)``, complex, inside the unit disc."""
+        return torch.exp(torch.complex(-self.log_rate.exp(), self.log_phase.exp()))
+
+    def forward(self, u: torch.Tensor) -> torch.Tensor:
+        """``u`` ``(B, T, C)`` -> ``(B, T, C)``."""
+        real, imag = self.inp(u).chunk(2, dim=-1)  # (B, T, N) each
+        x = torch.complex(real, imag) * self.log_gamma.exp()
+        states = _run_recurrence(x, self.decay(), self.form)  # (B, T, N) complex
+        out: torch.Tensor = self.out(torch.cat((states.real, states.imag), dim=-1))
+        return out
+
+
+def retnet_decays(n_heads: int) -> torch.Tensor:
+    r"""RetNet's fixed decay per head, :math:`\gamma_h = 1 - 2^{-5-h}`, ``(H,)`` float32."""
+    n_heads = check_positive_int(n_heads, "n_heads")
+    return 1 - 2.0 ** (-5 - torch.arange(n_heads, dtype=torch.float32))
+
+
+class RetentionMixer(nn.Module):
+    r"""Retention: :math:`o_t = \sum_{u \le t} \gamma_h^{t-u} (R_t q_t)^\top (R_u k_u) v_u`.
+
+    Real decays (:func:`retnet_decays`), RoPE on queries and keys
+    (:func:`~rope_lessons.rope.apply_rope`), no softmax; each head's output
+    normalised (RetNet's group norm) before the output projection. The
+    recurrent form keeps a ``D x D`` state per head,
+    :math:`S_t = \gamma_h S_{t-1} + (R_t k_t) v_t^\top`, read by :math:`R_t q_t`.
+    """
+
+    def __init__(self, config: RecurrentConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.qkv = nn.Linear(config.dim, 3 * config.dim, bias=False)
+        self.norm = nn.GroupNorm(config.n_heads, config.dim, affine=False)
+        self.out = nn.Linear(config.dim, config.dim, bias=False)
+
+    def forward(self, u: torch.Tensor) -> torch.Tensor:
+        """``u`` ``(B, T, C)`` -> ``(B, T, C)``."""
+        cfg = self.config
+        head_dim = cfg.dim // cfg.n_heads
+        q, k, v = (
+            t.reshape(*t.shape[:-1], cfg.n_heads, head_dim).transpose(1, 2)
+            for t in self.qkv(u).split(cfg.dim, dim=-1)
+        )  # (B, H, T, D) each
+        q = apply_rope(q, base=cfg.rope_base) / math.sqrt(head_dim)
+        k = apply_rope(k, base=cfg.rope_base)
+        gammas = retnet_decays(cfg.n_heads).to(u.device)
+        if cfg.form == "parallel":
+            weights = (q @ k.transpose(-2, -1)) * decay_powers(gammas, u.shape[1])  # (B, H, T, T)
+            out = weights @ v  # (B, H, T, D)
+        else:
+            outer = (k.unsqueeze(-1) * v.unsqueeze(-2)).flatten(-2)  # (B, H, T, D*D)
+            states = torch.stack(
+                [linear_recurrence(outer[:, h], gammas[h]) for h in range(cfg.n_heads)], dim=1
+            ).reshape(*outer.shape[:-1], head_dim, head_dim)  # (B, H, T, D, D)
+            out = (q.unsqueeze(-2) @ states).squeeze(-2)  # (B, H, T, D)
+        out = out.transpose(1, 2).flatten(-2)  # (B, T, C)
+        mixed: torch.Tensor = self.out(self.norm(out.flatten(0, 1)).view_as(out))
+        return mixed
+
+
+def make_mixer(config: RecurrentConfig) -> nn.Module:
+    """The mixer that ``config.mixer`` names."""
+    mixers: dict[str, type[nn.Module]] = {
+        "real": RealDecayMixer,
+        "complex": ComplexDecayMixer,
+        "retnet": RetentionMixer,
+    }
+    return mixers[config.mixer](config)
+
+
+class RecurrentBlock(nn.Module):
+    """Pre-LayerNorm block: ``x + mixer(ln(x))``, then ``x + mlp(ln(x))``."""
+
+    def __init__(self, config: RecurrentConfig) -> None:
+        super().__init__()
+        self.ln_mix = nn.LayerNorm(config.dim)
+        self.mixer = make_mixer(config)
+        self.ln_mlp = nn.LayerNorm(config.dim)
+        self.mlp = nn.Sequential(
+            nn.Linear(config.dim, config.mlp_ratio * config.dim),
+            nn.GELU(),
+            nn.Linear(config.mlp_ratio * config.dim, config.dim),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` ``(B, T, C)`` -> ``(B, T, C)``."""
+        x = x + self.mixer(self.ln_mix(x))
+        out: torch.Tensor = x + self.mlp(self.ln_mlp(x))
+        return out
+
+
+class RecurrentModel(nn.Module):
+    """Embedding, recurrent blocks, linear head: tokens ``(B, T)`` -> logits ``(B, T, V)``.
+
+    The same interface as :class:`~rope_lessons.model.TinyTransformer`, so
+    :func:`~rope_lessons.training.train` and
+    :func:`~rope_lessons.training.evaluate` run it unchanged. There is no
+    position encoding besides what the mixer itself does.
+
+    Example:
+        >>> model = RecurrentModel(RecurrentConfig(vocab_size=10, mixer="real"))
+        >>> model(torch.zeros(2, 7, dtype=torch.long)).shape
+        torch.Size([2, 7, 10])
+    """
+
+    def __init__(self, config: RecurrentConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.embed = nn.Embedding(config.vocab_size, config.dim)
+        self.blocks = nn.ModuleList(RecurrentBlock(config) for _ in range(config.n_layers))
+        self.ln_out = nn.LayerNorm(config.dim)
+        self.head = nn.Linear(config.dim, config.vocab_size)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Logits ``(B, T, V)`` for token ids ``(B, T)``."""
+        if not isinstance(tokens, torch.Tensor) or tokens.ndim != 2 or tokens.is_floating_point():
+            raise TypeError("tokens must be an integer tensor of shape (batch, seq)")
+        x = self.embed(tokens)  # (B, T, C)
+        for block in self.blocks:
+            x = block(x)
+        logits: torch.Tensor = self.head(self.ln_out(x))  # (B, T, V)
+        return logits
