@@ -31,6 +31,7 @@ from typing import Literal
 
 import torch
 from torch import nn
+from torch.utils import benchmark as torch_benchmark
 
 from rope_lessons._checks import (
     check_base,
@@ -463,3 +464,135 @@ class RecurrentModel(nn.Module):
             x = block(x)
         logits: torch.Tensor = self.head(self.ln_out(x))  # (B, T, V)
         return logits
+
+
+# --- why complex decays can hold a delay line ---------------------------------------
+
+
+@dataclass(frozen=True)
+class DelayFit:
+    """The best linear readout of a delay line: its RMS error and the size of its weights."""
+
+    error: float
+    weight_norm: float
+
+
+def delay_readout(decays: torch.Tensor, lag: int, horizon: int) -> DelayFit:
+    r"""How well a linear readout of the states can pick out the input ``lag`` steps back.
+
+    A recurrence with decays :math:`\lambda_j` and readout weights ``c`` answers
+    an impulse ``d`` steps ago with :math:`h(d) = \mathrm{Re} \sum_j c_j \lambda_j^d`.
+    A delay line needs :math:`h(d) = 1` at ``d = lag`` and ``0`` elsewhere. This
+    fits ``c`` by least squares over ``d = 0 .. horizon - 1`` (the minimum-norm
+    solution) and reports the root-mean-square error and the Euclidean norm of
+    ``c``: a small error bought with enormous, cancelling weights is out of
+    reach of training and of float32. Real decays get real ``c``, complex ones
+    complex ``c``, so ``n`` complex decays have as many free numbers as ``2n`` real ones.
+
+    Args:
+        decays: ``(n,)`` real or complex.
+        lag: the delay to reproduce, ``0 <= lag < horizon``.
+        horizon: how many distances are scored.
+    """
+    if not isinstance(decays, torch.Tensor) or decays.ndim != 1:
+        raise TypeError("decays must be a 1-D torch.Tensor")
+    horizon = check_positive_int(horizon, "horizon")
+    if isinstance(lag, bool) or not isinstance(lag, int) or not 0 <= lag < horizon:
+        raise ValueError(f"lag must be an int in [0, horizon={horizon}), got {lag!r}")
+    decays = decays.to(torch.complex128 if decays.is_complex() else torch.float64)
+    powers = decay_powers(decays, horizon)[:, :, 0].T  # (horizon, n): lambda_j^d
+    if decays.is_complex():  # Re(c lambda^d) = Re c Re lambda^d - Im c Im lambda^d
+        powers = torch.cat((powers.real, -powers.imag), dim=-1)  # (horizon, 2n)
+    target = torch.zeros(horizon, 1, dtype=torch.float64)
+    target[lag] = 1.0
+    weights = torch.linalg.lstsq(powers, target, driver="gelsd").solution
+    error = float((powers @ weights - target).square().mean().sqrt())
+    return DelayFit(error=error, weight_norm=float(weights.norm()))
+
+
+def prediction_lags(model: nn.Module, tokens: torch.Tensor, max_lag: int) -> torch.Tensor:
+    """How often the model's prediction at ``t`` equals the token ``d`` steps back, per ``d``.
+
+    Args:
+        model: maps tokens ``(B, T)`` to logits ``(B, T, V)``.
+        tokens: ``(B, T)``, ``T > max_lag``.
+        max_lag: the largest ``d``.
+
+    Returns:
+        ``(max_lag + 1,)`` float64: entry ``d`` is the fraction of positions
+        ``t >= max_lag`` whose argmax is ``tokens[t - d]``.
+    """
+    max_lag = check_positive_int(max_lag, "max_lag")
+    if tokens.ndim != 2 or tokens.shape[1] <= max_lag:
+        raise ValueError(f"tokens must be (batch, seq) with seq > max_lag={max_lag}")
+    with torch.no_grad():
+        predicted = model(tokens).argmax(-1)[:, max_lag:]  # (B, T - max_lag)
+    seq_len = tokens.shape[1]
+    return torch.stack(
+        [
+            (predicted == tokens[:, max_lag - d : seq_len - d]).double().mean()
+            for d in range(max_lag + 1)
+        ]
+    )
+
+
+# --- timing the two forms ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FormTiming:
+    """Median seconds per call of both forms at one length."""
+
+    length: int
+    recurrent: float
+    parallel: float
+
+
+def time_forms(
+    lengths: tuple[int, ...],
+    channels: int = 16,
+    *,
+    min_run_time: float = 0.05,
+    seed: int = 0,
+) -> list[FormTiming]:
+    """Time :func:`linear_recurrence` and :func:`linear_recurrence_parallel` at each length.
+
+    Complex64 input ``(T, channels)`` and one complex decay per channel of
+    modulus 0.99; both forms are checked equal before they are timed.
+
+    Args:
+        lengths: the sequence lengths ``T``.
+        channels: ``n``.
+        min_run_time: seconds of repeated calls per form and length (torch's
+            ``Timer.blocked_autorange``; the median is kept).
+        seed: seed of the random input.
+    """
+    generator = torch.Generator().manual_seed(seed)
+    decay = torch.polar(torch.full((channels,), 0.99), torch.rand(channels, generator=generator))
+    timings = []
+    for length in lengths:
+        check_positive_int(length, "lengths")
+        x = torch.randn(length, channels, dtype=torch.complex64, generator=generator)
+        seconds = []
+        for form in (linear_recurrence, linear_recurrence_parallel):
+            timer = torch_benchmark.Timer(
+                stmt="form(x, decay)",
+                globals={"form": form, "x": x, "decay": decay},
+                num_threads=torch.get_num_threads(),
+            )
+            seconds.append(timer.blocked_autorange(min_run_time=min_run_time).median)
+        torch.testing.assert_close(
+            linear_recurrence_parallel(x, decay), linear_recurrence(x, decay), rtol=1e-3, atol=1e-3
+        )
+        timings.append(FormTiming(length, seconds[0], seconds[1]))
+    return timings
+
+
+def loglog_slope(lengths: list[int] | tuple[int, ...], seconds: list[float]) -> float:
+    """Least-squares slope of ``log(seconds)`` on ``log(length)``: the ``k`` of ``T^k``."""
+    if len(lengths) != len(seconds) or len(lengths) < 2:
+        raise ValueError("need at least two (length, seconds) pairs of equal count")
+    log_t = torch.tensor([math.log(n) for n in lengths], dtype=torch.float64)
+    log_s = torch.tensor([math.log(s) for s in seconds], dtype=torch.float64)
+    centred = log_t - log_t.mean()
+    return float((centred * (log_s - log_s.mean())).sum() / centred.square().sum())
