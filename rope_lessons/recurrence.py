@@ -40,7 +40,8 @@ from rope_lessons._checks import (
     check_positive_int,
     check_positive_number,
 )
-from rope_lessons.rope import apply_rope, frequencies
+from rope_lessons.attention import rotate_inputs, rotate_output
+from rope_lessons.rope import frequencies
 
 MixerKind = Literal["real", "complex", "retnet"]
 MIXER_KINDS = ("real", "complex", "retnet")
@@ -204,23 +205,27 @@ def vo_rope_weighted_sum(
 ) -> torch.Tensor:
     r"""VO-RoPE with given weights: :math:`o_m = R_m^\top \sum_n a_{mn} R_n v_n`.
 
-    The package's rotations (:func:`~rope_lessons.rope.apply_rope`, interleaved
-    layout, positions ``0 .. T-1``) around any weight matrix, e.g. the causal
+    The rotations are those of :func:`~rope_lessons.attention.attention` with
+    ``rope="vo"`` (:func:`~rope_lessons.attention.rotate_inputs` and
+    :func:`~rope_lessons.attention.rotate_output`, interleaved layout,
+    positions ``0 .. T-1``) around any weight matrix: e.g. the causal
     :math:`a_{mn} = \gamma^{m-n}` of :func:`decay_powers` in place of softmax.
 
     Args:
-        v: values ``(..., T, d)``, ``d`` even.
-        weights: ``(..., T, T)``, row ``m`` the weights of query ``m``.
+        v: values ``(B, H, T, D)``, ``D`` even.
+        weights: ``(B, H, T, T)`` or broadcastable to it, row ``m`` the
+            weights of query ``m``.
         base: RoPE's base.
 
     Returns:
-        Outputs ``(..., T, d)``.
+        Outputs ``(B, H, T, D)``.
     """
+    if not isinstance(v, torch.Tensor) or v.ndim != 4:
+        raise ValueError("v must be a (batch, heads, seq, head_dim) tensor")
     if not isinstance(weights, torch.Tensor) or weights.shape[-2:] != (v.shape[-2],) * 2:
         raise ValueError(f"weights must be a (..., T, T) tensor with T = {v.shape[-2]}")
-    positions = torch.arange(v.shape[-2], device=v.device)
-    rotated = apply_rope(v, positions, base=base)  # R_n v_n
-    return apply_rope(weights.to(v.dtype) @ rotated, -positions, base=base)  # R_m^T = R_{-m}
+    rotated = rotate_inputs(v, v, v, rope="vo", base=base)[2]  # R_n v_n
+    return rotate_output(weights.to(v.dtype) @ rotated, rope="vo", base=base)  # R_m^T (...)
 
 
 # --- three small sequence models -----------------------------------------------------
@@ -364,9 +369,9 @@ class RetentionMixer(nn.Module):
     r"""Retention: :math:`o_t = \sum_{u \le t} \gamma_h^{t-u} (R_t q_t)^\top (R_u k_u) v_u`.
 
     Real decays (:func:`retnet_decays`), RoPE on queries and keys
-    (:func:`~rope_lessons.rope.apply_rope`), no softmax; each head's output
-    normalised (RetNet's group norm) before the output projection. The
-    recurrent form keeps a ``D x D`` state per head,
+    (:func:`~rope_lessons.attention.rotate_inputs` with ``rope="qk"``), no
+    softmax; each head's output normalised (RetNet's group norm) before the
+    output projection. The recurrent form keeps a ``D x D`` state per head,
     :math:`S_t = \gamma_h S_{t-1} + (R_t k_t) v_t^\top`, read by :math:`R_t q_t`.
     """
 
@@ -385,8 +390,8 @@ class RetentionMixer(nn.Module):
             t.reshape(*t.shape[:-1], cfg.n_heads, head_dim).transpose(1, 2)
             for t in self.qkv(u).split(cfg.dim, dim=-1)
         )  # (B, H, T, D) each
-        q = apply_rope(q, base=cfg.rope_base) / math.sqrt(head_dim)
-        k = apply_rope(k, base=cfg.rope_base)
+        q, k, v = rotate_inputs(q, k, v, rope="qk", base=cfg.rope_base)  # R_t q_t, R_u k_u
+        q = q / math.sqrt(head_dim)
         gammas = retnet_decays(cfg.n_heads).to(u.device)
         if cfg.form == "parallel":
             weights = (q @ k.transpose(-2, -1)) * decay_powers(gammas, u.shape[1])  # (B, H, T, T)

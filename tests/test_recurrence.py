@@ -152,7 +152,7 @@ def test_vo_rope_with_decay_weights_is_the_complex_recurrence(
     seed: int, seq_len: int, gamma: float
 ) -> None:
     """o_m = R_m^T sum_n gamma^(m-n) R_n v_n equals s_m = gamma e^{-i theta} s_{m-1} + v_m."""
-    v = random_features(2, seq_len, 8, seed=seed)
+    v = random_features(2, 1, seq_len, 8, seed=seed)
     weights = decay_powers(torch.tensor(gamma, dtype=torch.float64), seq_len)
     vo_rope = vo_rope_weighted_sum(v, weights)
     decay = vo_rope_decay(gamma, 8)
@@ -162,7 +162,7 @@ def test_vo_rope_with_decay_weights_is_the_complex_recurrence(
 
 def test_the_sign_of_the_phase_matters() -> None:
     """The conjugate decay gamma e^{+i theta} gives a different output: the sign is not free."""
-    v = random_features(16, 8, seed=5)
+    v = random_features(1, 1, 16, 8, seed=5)
     weights = decay_powers(torch.tensor(0.9, dtype=torch.float64), 16)
     conjugate = vo_rope_decay(0.9, 8).conj()
     wrong = complex_to_pairs(linear_recurrence(pairs_to_complex(v), conjugate))
@@ -297,7 +297,9 @@ def test_bad_input_is_refused() -> None:
     with pytest.raises(ValueError, match="gamma"):
         vo_rope_decay(1.5, 8)
     with pytest.raises(ValueError, match="weights"):
-        vo_rope_weighted_sum(torch.ones(4, 8), torch.ones(3, 3))
+        vo_rope_weighted_sum(torch.ones(1, 1, 4, 8), torch.ones(3, 3))
+    with pytest.raises(ValueError, match="v must"):
+        vo_rope_weighted_sum(torch.ones(4, 8), torch.ones(4, 4))
     with pytest.raises(ValueError, match="mixer"):
         RecurrentConfig(vocab_size=5, mixer="lstm")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="r_min"):
