@@ -41,7 +41,11 @@ from rope_lessons._checks import (
     check_positive_number,
 )
 from rope_lessons.attention import rotate_inputs, rotate_output
+from rope_lessons.experiments import RunResult
 from rope_lessons.rope import frequencies
+from rope_lessons.runtime import seed_everything
+from rope_lessons.synthetic import Task, batch_sampler
+from rope_lessons.training import evaluate, train
 
 MixerKind = Literal["real", "complex", "retnet"]
 MIXER_KINDS = ("real", "complex", "retnet")
@@ -601,3 +605,53 @@ def loglog_slope(lengths: list[int] | tuple[int, ...], seconds: list[float]) -> 
     log_s = torch.tensor([math.log(s) for s in seconds], dtype=torch.float64)
     centred = log_t - log_t.mean()
     return float((centred * (log_s - log_s.mean())).sum() / centred.square().sum())
+
+
+# --- training one variant ------------------------------------------------------------
+
+
+def train_recurrent(
+    label: str,
+    config: RecurrentConfig,
+    task: Task,
+    *,
+    seed: int,
+    train_len: int,
+    eval_lens: tuple[int, ...],
+    steps: int,
+    batch_size: int = 16,
+    lr: float = 1e-2,
+    eval_batches: int = 2,
+    device: torch.device | str = "cpu",
+    progress: bool = True,
+) -> tuple[RecurrentModel, RunResult]:
+    """Train a :class:`RecurrentModel` with ``seed`` and evaluate it on held-out data.
+
+    The recurrent counterpart of :func:`~rope_lessons.experiments.run_once`:
+    the same seeding, training loop (:func:`~rope_lessons.training.train`) and
+    validation streams (at each length the same batches for every seed and
+    variant), returned as a :class:`~rope_lessons.experiments.RunResult`, so
+    that :func:`~rope_lessons.experiments.summarise` and
+    :func:`~rope_lessons.experiments.compare_paired` apply. The trained model
+    comes back too, for analysis.
+    """
+    seed_everything(seed)
+    model = RecurrentModel(config).to(device)
+    trained = train(
+        model,
+        batch_sampler(task, batch_size, train_len, seed=seed, device=device),
+        steps=steps,
+        lr=lr,
+        progress=progress,
+        desc=f"{label}, seed {seed}",
+    )
+    metrics = {
+        length: evaluate(
+            model,
+            batch_sampler(task, 256, length, seed=length, split="val", device=device),
+            batches=eval_batches,
+        )
+        for length in eval_lens
+    }
+    result = RunResult(label, seed, trained.losses, metrics, wall_seconds=trained.wall_seconds)
+    return model, result

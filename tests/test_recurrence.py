@@ -274,6 +274,18 @@ def test_timing_and_slopes() -> None:
         loglog_slope([1], [1.0])
 
 
+def test_train_recurrent_is_seeded_and_evaluates_each_length() -> None:
+    config = RecurrentConfig(vocab_size=4, mixer="complex", dim=8, state=4, mlp_ratio=1)
+    kwargs = dict(seed=1, train_len=6, eval_lens=(6, 12), steps=3, progress=False)
+    task = CopyAtLag(lag=2, vocab=4)
+    model, result = train_recurrent("c", config, task, **kwargs)  # type: ignore[arg-type]
+    _, again = train_recurrent("c", config, task, **kwargs)  # type: ignore[arg-type]
+    assert isinstance(model, RecurrentModel)
+    assert result.label == "c" and result.seed == 1 and len(result.losses) == 3
+    assert sorted(result.metrics) == [6, 12]
+    assert again.losses == result.losses and again.metrics == result.metrics
+
+
 def test_bad_input_is_refused() -> None:
     x = random_complex(5, 3, seed=0)
     with pytest.raises(TypeError, match="x"):
