@@ -27,10 +27,12 @@ from rope_lessons.recurrence import (
     prediction_lags,
     retnet_decays,
     time_forms,
+    train_recurrent,
     vo_rope_decay,
     vo_rope_weighted_sum,
 )
 from rope_lessons.rope import frequencies
+from rope_lessons.synthetic import CopyAtLag
 
 seeds = st.integers(0, 2**16)
 moduli = st.floats(0.0, 1.0)
