@@ -655,3 +655,22 @@ def train_recurrent(
     }
     result = RunResult(label, seed, trained.losses, metrics, wall_seconds=trained.wall_seconds)
     return model, result
+
+
+def retnet_effective_decays(n_heads: int, head_dim: int, base: float = 10000.0) -> torch.Tensor:
+    r"""Retention read as complex decays: :math:`\gamma_h e^{-i\theta_k}` for every head and pair.
+
+    In complex form (pair ``k`` of a query or key as one complex number), the
+    score of retention is :math:`\mathrm{Re}(\bar q_t k_u\, \gamma_h^{t-u}
+    e^{-i(t-u)\theta_k})` summed over pairs: each (head, pair) is a complex
+    decay with RetNet's real modulus and RoPE's fixed angle, the same decay
+    :func:`vo_rope_decay` finds for VO-RoPE.
+
+    Returns:
+        Complex128 tensor ``(H * D/2,)``, head by head.
+    """
+    gammas = retnet_decays(n_heads).double()  # (H,)
+    phase = torch.polar(
+        torch.ones(head_dim // 2, dtype=torch.float64), -frequencies(head_dim, base)
+    )
+    return (gammas[:, None] * phase).flatten()  # (H * D/2,)

@@ -26,6 +26,7 @@ from rope_lessons.recurrence import (
     pairs_to_complex,
     prediction_lags,
     retnet_decays,
+    retnet_effective_decays,
     time_forms,
     train_recurrent,
     vo_rope_decay,
@@ -191,6 +192,12 @@ def test_retnet_decays() -> None:
     torch.testing.assert_close(
         retnet_decays(3), torch.tensor([1 - 1 / 32, 1 - 1 / 64, 1 - 1 / 128])
     )
+
+
+def test_retnet_effective_decays_are_vo_rope_decays_per_head() -> None:
+    decays = retnet_effective_decays(3, 8, base=100.0).view(3, 4)
+    for head, gamma in enumerate(retnet_decays(3).tolist()):
+        torch.testing.assert_close(decays[head], vo_rope_decay(gamma, 8, base=100.0))
 
 
 @pytest.mark.parametrize("mixer", MIXER_KINDS)
