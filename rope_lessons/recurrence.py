@@ -26,6 +26,7 @@ batch, ``H`` heads, ``D`` head dimension, ``C`` model width, ``V`` vocabulary.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from typing import Literal
 
@@ -550,7 +551,7 @@ def prediction_lags(model: nn.Module, tokens: torch.Tensor, max_lag: int) -> tor
 
 @dataclass(frozen=True)
 class FormTiming:
-    """Median seconds per call of both forms at one length."""
+    """Median CPU seconds per call of both forms at one length."""
 
     length: int
     recurrent: float
@@ -567,7 +568,9 @@ def time_forms(
     """Time :func:`linear_recurrence` and :func:`linear_recurrence_parallel` at each length.
 
     Complex64 input ``(T, channels)`` and one complex decay per channel of
-    modulus 0.99; both forms are checked equal before they are timed.
+    modulus 0.99; both forms are checked equal after they are timed. The
+    clock is the process's CPU time, not wall time, so that other programs
+    competing for the cores inflate the numbers less.
 
     Args:
         lengths: the sequence lengths ``T``.
@@ -587,6 +590,7 @@ def time_forms(
             timer = torch_benchmark.Timer(
                 stmt="form(x, decay)",
                 globals={"form": form, "x": x, "decay": decay},
+                timer=time.process_time,
                 num_threads=torch.get_num_threads(),
             )
             seconds.append(timer.blocked_autorange(min_run_time=min_run_time).median)
