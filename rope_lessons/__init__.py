@@ -21,7 +21,9 @@ Modules, in the order the course uses them:
 * :mod:`rope_lessons.experiments`, :mod:`rope_lessons.learning_curves`: toy
   experiments over several seeds and their summaries;
 * :mod:`rope_lessons.runtime`: device, preset and seed for the notebooks;
-* :mod:`rope_lessons.benchmark`: timing of the RoPE forms.
+* :mod:`rope_lessons.benchmark`: timing of the RoPE forms;
+* :mod:`rope_lessons.recurrence`: linear recurrences with real and complex decay,
+  VO-RoPE as one of them, and chapter 7's small recurrent models.
 """
 
 from rope_lessons.attention import attention, rotate_inputs, rotate_output
