@@ -293,8 +293,8 @@ def shift_fit_residual(table: torch.Tensor, offset: int = 1) -> torch.Tensor:
     rows = table.double()
     inputs = torch.cat((rows[:-offset], torch.ones_like(rows[:-offset, :1])), dim=1)  # (P-k, d+1)
     targets = rows[offset:]  # (P-k, d)
-    # lstsq through the pseudo-inverse: the minimum-norm solution also for rank-deficient inputs
-    solution = torch.linalg.pinv(inputs) @ targets  # (d+1, d)
+    # gelsd (SVD): also for rank-deficient inputs such as the integer code's equal columns
+    solution = torch.linalg.lstsq(inputs, targets, driver="gelsd").solution  # (d+1, d)
     residual: torch.Tensor = inputs @ solution - targets
     return residual
 
