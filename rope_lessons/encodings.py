@@ -24,7 +24,7 @@ sinusoidal code's shift and inner-product identities), and
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Literal, get_args
 
 import torch
 
@@ -38,14 +38,7 @@ from rope_lessons.rope import frequencies
 AbsoluteEncoding = Literal[
     "integer", "normalised_integer", "direction", "binary", "sinusoidal", "slow_sinusoidal"
 ]
-ABSOLUTE_ENCODINGS = (
-    "integer",
-    "normalised_integer",
-    "direction",
-    "binary",
-    "sinusoidal",
-    "slow_sinusoidal",
-)
+ABSOLUTE_ENCODINGS: tuple[AbsoluteEncoding, ...] = get_args(AbsoluteEncoding)
 SLOW_STRETCH = 21.0
 """Positions are divided by this in the ``"slow_sinusoidal"`` kind: pair 0 then needs
 ``21 pi > 65`` positions for half a turn, so no pair turns back before position 65."""
@@ -303,7 +296,7 @@ def absolute_encoding(
     name: AbsoluteEncoding, n_positions: int, dim: int, base: float = 10000.0
 ) -> torch.Tensor:
     """The encoding called ``name``, as a ``(n_positions, dim)`` table."""
-    name = check_choice(name, "name", ABSOLUTE_ENCODINGS)  # type: ignore[assignment]
+    name = check_choice(name, "name", ABSOLUTE_ENCODINGS)
     if name == "sinusoidal":
         return sinusoidal(n_positions, dim, base)
     if name == "slow_sinusoidal":
