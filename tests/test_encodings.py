@@ -259,3 +259,36 @@ def test_binary_neighbours_differ_in_the_bits_of_p_xor_p_plus_one(bits: int) -> 
 def test_changed_components_needs_two_rows() -> None:
     with pytest.raises(ValueError, match="table"):
         changed_components(torch.zeros(1, 4))
+
+
+def test_rmsnorm_keeps_the_integer_code_and_layernorm_erases_it() -> None:
+    """For tokens of mean 0 and squared norm d, RMSNorm(e + p 1) keeps the share
+    1 / sqrt(1 + p^2) of the token's direction; LayerNorm gives back LN(e) exactly."""
+    e = torch.nn.functional.layer_norm(
+        torch.randn(50, 64, generator=torch.Generator().manual_seed(2), dtype=torch.float64),
+        (64,),
+        eps=0.0,
+    )
+    for p in (1, 7, 63):
+        shifted = e + p
+        share = torch.nn.functional.cosine_similarity(
+            torch.nn.functional.rms_norm(shifted, (64,)), e, dim=-1
+        )
+        torch.testing.assert_close(
+            share, torch.full((50,), 1 / math.sqrt(1 + p**2), dtype=torch.float64)
+        )
+        torch.testing.assert_close(
+            torch.nn.functional.layer_norm(shifted, (64,)),
+            torch.nn.functional.layer_norm(e, (64,)),
+            rtol=0,
+            atol=1e-12,
+        )
+
+
+@given(bits=st.integers(1, 12))
+def test_each_binary_column_is_the_sign_of_a_sine(bits: int) -> None:
+    """Bit j of p is 1 exactly when sin(pi (p + 1/2) / 2^j) < 0: wavelength 2^(j+1)."""
+    p = torch.arange(2**bits, dtype=torch.float64)[:, None]
+    j = torch.arange(bits, dtype=torch.float64)
+    signs = (torch.sin(math.pi * (p + 0.5) / 2**j) < 0).double()
+    assert torch.equal(signs, binary(2**bits, bits).double())
