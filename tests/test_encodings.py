@@ -292,3 +292,23 @@ def test_each_binary_column_is_the_sign_of_a_sine(bits: int) -> None:
     j = torch.arange(bits, dtype=torch.float64)
     signs = (torch.sin(math.pi * (p + 0.5) / 2**j) < 0).double()
     assert torch.equal(signs, binary(2**bits, bits).double())
+
+
+WIDE_TABLE = sinusoidal(20_000, 64, dtype=torch.float64)  # (20000, 64), built once
+
+
+@given(pair=st.integers(0, 31), angle=st.floats(0, 2 * math.pi, allow_nan=False, exclude_max=True))
+def test_a_read_out_of_one_pair_that_grows_on_0_to_15_turns_back_by_half_a_turn(
+    pair: int, angle: float
+) -> None:
+    """f(p) = a sin(p w) + b cos(p w) (a, b on the unit circle): if f grows over positions
+    0-15, it falls again at some position below pi / w + 1 (half a wavelength)."""
+    table = WIDE_TABLE
+    read_out = math.sin(angle) * table[:, 2 * pair] + math.cos(angle) * table[:, 2 * pair + 1]
+    steps = torch.diff(read_out)  # entry p: f(p + 1) - f(p)
+    if not (steps[:15] > 0).all():
+        return  # this read-out does not order the trained positions
+    half_turn = math.pi / (10000.0 ** (-pair / 32))
+    if half_turn + 1 >= len(steps):
+        return  # beyond the table
+    assert (steps[: math.floor(half_turn) + 1] < 0).any()
