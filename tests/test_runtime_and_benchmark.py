@@ -1,4 +1,4 @@
-"""Device and preset choice, seeding, the learning-rate schedule and the benchmark."""
+"""Device and preset choice, seeding and the learning-rate schedule."""
 
 from __future__ import annotations
 
@@ -7,8 +7,6 @@ import itertools
 import pytest
 import torch
 
-from rope_lessons import benchmark
-from rope_lessons.benchmark import Timing, format_timings, time_rope_forms
 from rope_lessons.runtime import (
     PRESET_ENV,
     THREADS_ENV,
@@ -72,29 +70,3 @@ def test_learning_rate_warms_up_then_decays_to_a_tenth() -> None:
 def test_smoothed_losses_are_running_means() -> None:
     result = TrainResult(losses=[4.0, 2.0, 0.0, 2.0], wall_seconds=1.0)
     assert result.smoothed(2) == [4.0, 3.0, 1.0, 1.0]
-
-
-def test_benchmark_checks_and_times_every_form() -> None:
-    timings = time_rope_forms(1, 1, 8, 8, min_run_time=0.01)
-    assert len(timings) == 6 and all(t.seconds > 0 for t in timings)
-    assert "per-pair Python loop" in format_timings(timings)
-
-
-def test_benchmark_refuses_a_form_that_computes_something_else(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The agreement check before timing can fail: a wrong form is caught by name."""
-    forms = benchmark.rope_forms
-
-    def with_a_wrong_form(x: torch.Tensor) -> dict:
-        return {**forms(x), "wrong: the input itself": lambda: x}
-
-    monkeypatch.setattr(benchmark, "rope_forms", with_a_wrong_form)
-    with pytest.raises(AssertionError, match="wrong: the input itself"):
-        time_rope_forms(1, 1, 8, 8, min_run_time=0.01)
-
-
-def test_format_timings_prints_milliseconds_and_ratios() -> None:
-    table = format_timings([Timing("a", 0.002, 1.0), Timing("b", 0.005, 2.5)])
-    assert table.splitlines()[1].split() == ["a", "2.000", "ms", "1.0"]
-    assert table.splitlines()[2].split() == ["b", "5.000", "ms", "2.5"]
