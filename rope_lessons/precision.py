@@ -61,7 +61,7 @@ def spacing_at(value: float, dtype: torch.dtype) -> float:
         raise TypeError(f"value must be a number, got {type(value).__name__}")
     if not (math.isfinite(value) and abs(value) >= 1):
         raise ValueError(f"value must be finite with |value| >= 1, got {value}")
-    exponent = math.floor(math.log2(abs(value)))
+    exponent = math.frexp(abs(value))[1] - 1  # exact: |value| = m 2**(e+1), 1/2 <= m < 1
     return 2.0 ** (exponent - significand_bits(dtype) + 1)
 
 

@@ -6,6 +6,7 @@ import pytest
 import torch
 from helpers import random_features
 
+from rope_lessons import benchmark
 from rope_lessons.benchmark import (
     COPY,
     HF,
@@ -63,10 +64,22 @@ def test_benchmark_times_every_form_at_every_length() -> None:
     for t in timings:
         low, mid, high = t.ratios
         assert 0 < low <= mid <= high and 0 < t.seconds[0] <= t.seconds[1] <= t.seconds[2]
-        if t.name == REFERENCE:
-            assert t.ratios == (1.0, 1.0, 1.0)
     table = format_timings(timings)
     assert table.count(REFERENCE) == 2 and LOOP in table
+
+
+def test_benchmark_refuses_a_form_that_computes_something_else(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The agreement check before timing can fail: a wrong form is caught by name."""
+    forms = benchmark.rope_forms
+
+    def with_a_wrong_form(x: torch.Tensor, **kwargs: bool) -> dict:
+        return {**forms(x, **kwargs), "wrong: the input itself": lambda: x}
+
+    monkeypatch.setattr(benchmark, "rope_forms", with_a_wrong_form)
+    with pytest.raises(AssertionError, match="wrong: the input itself"):
+        time_rope_forms((8,), batch=1, heads=1, dim=8, repeats=1, min_time=1e-4)
 
 
 def test_benchmark_refuses_bad_arguments() -> None:

@@ -43,6 +43,15 @@ def test_powers_of_a_non_orthogonal_matrix_are_not_relative() -> None:
     assert not torch.allclose(power(o, 3).T @ power(o, 5), power(o, 2))
 
 
+def test_block_rotation_golden_values() -> None:
+    """A quarter turn sends (1, 0) to (0, 1): counter-clockwise; a half turn negates."""
+    quarter_then_half = block_rotation(torch.tensor([torch.pi / 2, torch.pi], dtype=torch.float64))
+    expected = torch.tensor(
+        [[0, -1, 0, 0], [1, 0, 0, 0], [0, 0, -1, 0], [0, 0, 0, -1]], dtype=torch.float64
+    )
+    torch.testing.assert_close(quarter_then_half, expected, rtol=0, atol=1e-15)
+
+
 @given(m=positions, dim=dims)
 def test_block_rotation_of_rope_angles_is_the_rope_rotation(m: int, dim: int) -> None:
     """The matrix form against apply_rope's complex multiplication (a separate kernel)."""

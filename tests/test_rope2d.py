@@ -69,14 +69,23 @@ def test_2d_rotation_preserves_the_norm(
     assert math.isclose(at(x, column, row, layout=layout).norm(), x.norm(), rel_tol=1e-12)
 
 
-def test_each_half_is_1d_rope_of_its_own_coordinate() -> None:
-    x = random_features(5, 16)
-    xs, ys = torch.tensor([0, 3, 7, 100, 2]), torch.tensor([9, 0, 4, 1, 50])
-    out = apply_rope_2d(x, xs, ys, layout="half")
-    torch.testing.assert_close(out[:, :8], apply_rope(x[:, :8], xs, layout="half"))
-    torch.testing.assert_close(out[:, 8:], apply_rope(x[:, 8:], ys, layout="half"))
-    on_first_row = apply_rope_2d(x, xs, torch.zeros(5, dtype=torch.long))
-    torch.testing.assert_close(on_first_row[:, 8:], x[:, 8:], rtol=0, atol=0)
+def test_each_half_turns_by_its_own_coordinate() -> None:
+    """Golden values: in each half of d = 8 (interleaved), pair 0 turns by the coordinate
+    (theta_0 = 1) and pair 1 by a hundredth of it (theta_1 = 10000^(-2/4)); the
+    column turns the first half, the row the second."""
+    column, row = 3, 7
+    out = apply_rope_2d(
+        torch.eye(8, dtype=torch.float64), torch.tensor([column]), torch.tensor([row])
+    )
+    for first, angle in ((0, column), (2, 0.01 * column), (4, row), (6, 0.01 * row)):
+        # the unit vector of feature `first` goes to (cos, sin) in its pair, counter-clockwise
+        expected = torch.zeros(8, dtype=torch.float64)
+        expected[first], expected[first + 1] = math.cos(angle), math.sin(angle)
+        torch.testing.assert_close(out[first], expected, rtol=0, atol=1e-12)
+    on_first_row = apply_rope_2d(
+        random_features(5, 16), torch.arange(5), torch.zeros(5, dtype=torch.long)
+    )
+    torch.testing.assert_close(on_first_row[:, 8:], random_features(5, 16)[:, 8:], rtol=0, atol=0)
 
 
 def test_grid_positions_read_the_image_row_by_row() -> None:
