@@ -4,7 +4,11 @@ Chapter 2 of the course walks through them in the order of C. Fleetwood,
 "You could have designed state of the art positional encoding" (Hugging Face
 blog, 2024): the raw integer, the integer divided by the length, binary
 digits, and the sinusoids of Vaswani et al., "Attention Is All You Need"
-(arXiv:1706.03762, section 3.5).
+(arXiv:1706.03762, section 3.5). Two more serve as controls in the chapter's
+experiment: :func:`direction` (the integer along one fixed direction, which
+LayerNorm cannot erase) and the sinusoids with positions slowed down
+(``stretch`` of :func:`sinusoidal`, the ``"slow_sinusoidal"`` kind), so that
+no pair turns back within the evaluated lengths.
 
 Every encoding returns a float32 tensor (by default) of shape
 ``(n_positions, dim)`` whose row ``p`` is the encoding of position ``p``
@@ -12,24 +16,34 @@ Every encoding returns a float32 tensor (by default) of shape
 :func:`signal_to_noise_ratio` (token power over position power),
 :func:`changed_components` (how many components change between neighbours),
 :func:`sinusoidal_shift_matrix` and :func:`sinusoidal_dot_product` (the
-sinusoidal code's shift and inner-product identities).
+sinusoidal code's shift and inner-product identities), and
+:func:`shift_fit_residual` (how far the best affine map from the code of
+``p`` to the code of ``p + k`` misses).
 """
 
 from __future__ import annotations
 
-from typing import Literal
+import math
+from typing import Literal, get_args
 
 import torch
 
 from rope_lessons._checks import (
-    check_base,
     check_choice,
-    check_even_dim,
     check_positive_int,
+    check_positive_number,
 )
+from rope_lessons.rope import frequencies
 
-AbsoluteEncoding = Literal["integer", "normalised_integer", "binary", "sinusoidal"]
-ABSOLUTE_ENCODINGS = ("integer", "normalised_integer", "binary", "sinusoidal")
+AbsoluteEncoding = Literal[
+    "integer", "normalised_integer", "direction", "binary", "sinusoidal", "slow_sinusoidal"
+]
+ABSOLUTE_ENCODINGS: tuple[AbsoluteEncoding, ...] = get_args(AbsoluteEncoding)
+SLOW_STRETCH = 21.0
+"""Positions are divided by this in the ``"slow_sinusoidal"`` kind: pair 0 then needs
+``21 pi > 65`` positions for half a turn, so no pair turns back before position 65."""
+DIRECTION_SEED = 0
+"""Seed of the fixed random direction of :func:`direction`."""
 
 
 def integer(n_positions: int, dim: int) -> torch.Tensor:
@@ -53,6 +67,35 @@ def normalised_integer(n_positions: int, dim: int) -> torch.Tensor:
         Tensor ``(n_positions, dim)``.
     """
     return integer(n_positions, dim) / n_positions
+
+
+def direction(n_positions: int, dim: int) -> torch.Tensor:
+    r"""Row ``p`` is :math:`p\,u` for a fixed direction :math:`u`: monotone, kept by LayerNorm.
+
+    :math:`u` is a Gaussian vector (seed :data:`DIRECTION_SEED`) with its mean
+    removed, so that LayerNorm's mean subtraction leaves the code whole, and
+    scaled to norm :math:`\sqrt{d}`, so that :math:`\lVert PE(p)\rVert^2 = d p^2`
+    exactly as for :func:`integer`. Any linear read-out along :math:`u` grows
+    with ``p`` at every length.
+
+    Raises:
+        ValueError: for ``dim < 2`` (one centred component is zero).
+
+    Returns:
+        Tensor ``(n_positions, dim)``.
+    """
+    n_positions = check_positive_int(n_positions, "n_positions")
+    dim = check_positive_int(dim, "dim")
+    if dim < 2:
+        raise ValueError(f"dim must be at least 2 for a centred direction, got {dim}")
+    u = torch.randn(
+        dim, generator=torch.Generator().manual_seed(DIRECTION_SEED), dtype=torch.float64
+    )
+    u = u - u.mean()
+    u = u * math.sqrt(dim) / u.norm()  # (d,): mean 0, squared norm d
+    positions = torch.arange(n_positions, dtype=torch.float64)[:, None]  # (n, 1)
+    table: torch.Tensor = (positions * u).to(torch.float32)
+    return table
 
 
 def binary(n_positions: int, dim: int) -> torch.Tensor:
@@ -80,7 +123,12 @@ def binary(n_positions: int, dim: int) -> torch.Tensor:
 
 
 def sinusoidal(
-    n_positions: int, dim: int, base: float = 10000.0, *, dtype: torch.dtype = torch.float32
+    n_positions: int,
+    dim: int,
+    base: float = 10000.0,
+    *,
+    stretch: float = 1.0,
+    dtype: torch.dtype = torch.float32,
 ) -> torch.Tensor:
     r"""The Vaswani encoding, sine at even and cosine at odd columns.
 
@@ -91,6 +139,8 @@ def sinusoidal(
 
     Args:
         n_positions, dim, base: rows, columns (even) and the base.
+        stretch: positions are divided by it, :math:`\sin(p\,\omega_k / s)`:
+            every pair turns ``stretch`` times more slowly (1: Vaswani's code).
         dtype: a floating dtype for the result; the angles are computed in
             float64 whatever it is.
 
@@ -98,12 +148,10 @@ def sinusoidal(
         Tensor ``(n_positions, dim)``.
     """
     n_positions = check_positive_int(n_positions, "n_positions")
-    dim = check_even_dim(dim)
-    base = check_base(base)
+    stretch = check_positive_number(stretch, "stretch")
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}")
-    k = torch.arange(dim // 2, dtype=torch.float64)
-    omega = base ** (-2.0 * k / dim)  # (d/2,)
+    omega = frequencies(dim, base) / stretch  # (d/2,), float64
     angles = torch.arange(n_positions, dtype=torch.float64)[:, None] * omega  # (n, d/2)
     return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2).to(dtype)
 
@@ -124,14 +172,12 @@ def sinusoidal_dot_product(
     Returns:
         float64 tensor of the shape of ``offset``; ``dim / 2`` at offset 0.
     """
-    dim = check_even_dim(dim)
-    base = check_base(base)
     if isinstance(offset, bool) or not isinstance(offset, (int, torch.Tensor)):
         raise TypeError(f"offset must be an int or an integer tensor, got {type(offset).__name__}")
     offsets = torch.as_tensor(offset)
     if offsets.is_floating_point() or offsets.is_complex() or offsets.dtype == torch.bool:
         raise TypeError(f"offset must hold integers, got {offsets.dtype}")
-    omega = base ** (-2.0 * torch.arange(dim // 2, dtype=torch.float64) / dim)  # (d/2,)
+    omega = frequencies(dim, base)  # (d/2,), float64
     return (offsets.double()[..., None] * omega).cos().sum(dim=-1)
 
 
@@ -153,13 +199,13 @@ def sinusoidal_shift_matrix(offset: int, dim: int, base: float = 10000.0) -> tor
     """
     if isinstance(offset, bool) or not isinstance(offset, int):
         raise TypeError(f"offset must be an int, got {type(offset).__name__}")
-    dim = check_even_dim(dim)
-    base = check_base(base)
-    k = torch.arange(dim // 2, dtype=torch.float64)
-    phi = offset * base ** (-2.0 * k / dim)
+    phi = offset * frequencies(dim, base)  # (d/2,)
     cos, sin = phi.cos(), phi.sin()
-    blocks = torch.stack((torch.stack((cos, sin), -1), torch.stack((-sin, cos), -1)), -2)
-    return torch.block_diag(*blocks)
+    even = 2 * torch.arange(phi.shape[0])  # first row and column of each 2 x 2 block
+    matrix = torch.zeros(2 * phi.shape[0], 2 * phi.shape[0], dtype=torch.float64)
+    matrix[even, even], matrix[even, even + 1] = cos, sin
+    matrix[even + 1, even], matrix[even + 1, even + 1] = -sin, cos
+    return matrix
 
 
 def signal_to_noise_ratio(signal: torch.Tensor, encoding: torch.Tensor) -> torch.Tensor:
@@ -213,12 +259,52 @@ def changed_components(table: torch.Tensor) -> torch.Tensor:
     return (table[1:] != table[:-1]).sum(dim=1)
 
 
+def shift_fit_residual(table: torch.Tensor, offset: int = 1) -> torch.Tensor:
+    r"""What the best affine map from :math:`PE(p)` to :math:`PE(p + k)` leaves unexplained.
+
+    Fits :math:`A, b` by least squares so that :math:`A\,PE(p) + b \approx PE(p + k)`
+    for every row pair of ``table`` (float64), and returns the residuals. All
+    zero (to rounding) when a shift is affine, as for the sinusoidal code; a
+    linear map without :math:`b` would miss any code whose row 0 is zero.
+
+    Args:
+        table: position codes ``(P, d)``, row ``p`` for position ``p``.
+        offset: the shift ``k``, ``1 <= k < P``.
+
+    Returns:
+        float64 tensor ``(P - k, d)``: row ``p`` is the fit minus :math:`PE(p + k)`.
+    """
+    if not isinstance(table, torch.Tensor) or not table.is_floating_point():
+        raise TypeError("table must be a floating torch.Tensor of shape (positions, dim)")
+    if isinstance(offset, bool) or not isinstance(offset, int):
+        raise TypeError(f"offset must be an int, got {type(offset).__name__}")
+    if table.ndim != 2 or not 1 <= offset < table.shape[0]:
+        raise ValueError(
+            f"table must have shape (positions, dim) with more than offset={offset} rows, "
+            f"got {tuple(table.shape)}"
+        )
+    rows = table.double()
+    inputs = torch.cat((rows[:-offset], torch.ones_like(rows[:-offset, :1])), dim=1)  # (P-k, d+1)
+    targets = rows[offset:]  # (P-k, d)
+    # gelsd (SVD): also for rank-deficient inputs such as the integer code's equal columns
+    solution = torch.linalg.lstsq(inputs, targets, driver="gelsd").solution  # (d+1, d)
+    residual: torch.Tensor = inputs @ solution - targets
+    return residual
+
+
 def absolute_encoding(
     name: AbsoluteEncoding, n_positions: int, dim: int, base: float = 10000.0
 ) -> torch.Tensor:
     """The encoding called ``name``, as a ``(n_positions, dim)`` table."""
-    name = check_choice(name, "name", ABSOLUTE_ENCODINGS)  # type: ignore[assignment]
+    name = check_choice(name, "name", ABSOLUTE_ENCODINGS)
     if name == "sinusoidal":
         return sinusoidal(n_positions, dim, base)
-    builders = {"integer": integer, "normalised_integer": normalised_integer, "binary": binary}
+    if name == "slow_sinusoidal":
+        return sinusoidal(n_positions, dim, base, stretch=SLOW_STRETCH)
+    builders = {
+        "integer": integer,
+        "normalised_integer": normalised_integer,
+        "direction": direction,
+        "binary": binary,
+    }
     return builders[name](n_positions, dim)

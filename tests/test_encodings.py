@@ -10,11 +10,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rope_lessons.encodings import (
+    SLOW_STRETCH,
     absolute_encoding,
     binary,
     changed_components,
+    direction,
     integer,
     normalised_integer,
+    shift_fit_residual,
     signal_to_noise_ratio,
     sinusoidal,
     sinusoidal_dot_product,
@@ -89,10 +92,72 @@ def test_dot_product_of_sinusoidal_codes_depends_only_on_the_offset() -> None:
 
 
 def test_dispatcher_returns_the_named_encoding() -> None:
-    torch.testing.assert_close(absolute_encoding("sinusoidal", 7, 4), sinusoidal(7, 4))
-    torch.testing.assert_close(absolute_encoding("binary", 7, 4), binary(7, 4))
+    """Golden rows, not the builders themselves: the dispatcher must pick the right one."""
+    assert absolute_encoding("binary", 7, 4)[6].tolist() == [0, 1, 1, 0]
+    assert absolute_encoding("integer", 7, 4)[6].tolist() == [6, 6, 6, 6]
+    assert absolute_encoding("normalised_integer", 8, 2)[6].tolist() == [0.75, 0.75]
+    row = absolute_encoding("sinusoidal", 7, 4)[1].double()
+    golden = [math.sin(1), math.cos(1), math.sin(0.01), math.cos(0.01)]  # omega = 1, 10000^-0.5
+    torch.testing.assert_close(row, torch.tensor(golden, dtype=torch.float64), atol=1e-7, rtol=0)
+    slow = absolute_encoding("slow_sinusoidal", 7, 4)[1].double()
+    golden = [math.sin(1 / SLOW_STRETCH), math.cos(1 / SLOW_STRETCH)]
+    torch.testing.assert_close(
+        slow[:2], torch.tensor(golden, dtype=torch.float64), atol=1e-7, rtol=0
+    )
+    step = absolute_encoding("direction", 3, 8)[1:].double()
+    torch.testing.assert_close(step[1], 2 * step[0])  # row p is p u
     with pytest.raises(ValueError, match="name must be one of"):
         absolute_encoding("learned", 7, 4)  # type: ignore[arg-type]
+
+
+def test_direction_code_is_p_times_a_centred_vector_of_norm_sqrt_d() -> None:
+    table = direction(50, 64).double()
+    u = table[1]
+    assert abs(u.mean().item()) < 1e-7 and u.norm().item() == pytest.approx(8.0, rel=1e-6)
+    p = torch.arange(50, dtype=torch.float64)[:, None]
+    torch.testing.assert_close(table, p * u, rtol=1e-6, atol=1e-5)
+    # LayerNorm's mean subtraction leaves it, unlike the integer code
+    e = torch.randn(4, 64, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    moved = torch.nn.functional.layer_norm(e + table[10], (64,))
+    assert (moved - torch.nn.functional.layer_norm(e, (64,))).abs().max() > 0.1
+    with pytest.raises(ValueError, match="dim must be at least 2"):
+        direction(4, 1)
+
+
+def test_stretch_slows_every_pair_down() -> None:
+    """sin(p omega / s): position s * p of the stretched code is position p of the original."""
+    plain = sinusoidal(10, 8, dtype=torch.float64)
+    stretched = sinusoidal(28, 8, stretch=3.0, dtype=torch.float64)
+    torch.testing.assert_close(stretched[::3], plain, rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match="stretch"):
+        sinusoidal(4, 4, stretch=0.0)
+
+
+def test_shift_fit_residual_is_zero_exactly_for_affine_shifts() -> None:
+    for table in (sinusoidal(64, 8, dtype=torch.float64), integer(64, 5)):
+        assert shift_fit_residual(table).abs().max() < 1e-12
+        assert shift_fit_residual(table, offset=5).abs().max() < 1e-12
+    # p u is stored in float32: exact up to its rounding (entries up to about 200)
+    assert shift_fit_residual(direction(64, 6)).abs().max() < 1e-4
+    binary_miss = shift_fit_residual(binary(64, 6)).abs()
+    # bit 0 of p + 1 is 1 - bit 0 of p, an affine map; every carry bit is missed
+    assert binary_miss[:, 0].max() < 1e-9
+    assert (binary_miss[:, 1:].max(dim=0).values > 0.5).all()
+    with pytest.raises(ValueError, match="offset"):
+        shift_fit_residual(integer(3, 2), offset=3)
+    with pytest.raises(TypeError, match="table"):
+        shift_fit_residual(torch.zeros(4, 2, dtype=torch.long))
+
+
+@given(bits=st.integers(3, 10), start=st.integers(0, 100))
+def test_no_affine_map_shifts_binary_codes(bits: int, start: int) -> None:
+    """Affine maps keep a + d = b + c; the codes of 4q .. 4q+3 satisfy it, their successors
+    do not (the carry from 4q+3 to 4q+4), so no affine map sends every code to the next."""
+    q = start % (2 ** (bits - 2) - 1)  # 4q + 4 must still fit in the bits
+    code = binary(2**bits, bits)
+    a, b, c, d = (code[4 * q + i] for i in range(4))
+    assert torch.equal(a + d, b + c)
+    assert not torch.equal(code[4 * q + 1] + code[4 * q + 4], code[4 * q + 2] + code[4 * q + 3])
 
 
 @pytest.mark.parametrize(
@@ -110,11 +175,22 @@ def test_bad_input_names_the_argument(call, error: type[Exception], word: str) -
         call()
 
 
-def test_sinusoidal_dtype_option_keeps_the_float32_default() -> None:
+def test_sinusoidal_dtype_option_rounds_the_float64_angles_once() -> None:
+    """float64 entries equal math.sin / math.cos; float32 ones are those values correctly
+    rounded: within half the float32 spacing, which torch.nextafter gives."""
     assert sinusoidal(5, 4).dtype == torch.float32
     wide = sinusoidal(300, 16, dtype=torch.float64)
-    assert wide.dtype == torch.float64
-    torch.testing.assert_close(wide.float(), sinusoidal(300, 16))
+    narrow = sinusoidal(300, 16)
+    exact = torch.tensor(
+        [
+            [f(p * 10_000.0 ** (-2 * k / 16)) for k in range(8) for f in (math.sin, math.cos)]
+            for p in range(300)
+        ],
+        dtype=torch.float64,
+    )
+    torch.testing.assert_close(wide, exact, rtol=0, atol=4e-16)
+    spacing = torch.nextafter(narrow.abs(), torch.tensor(math.inf)) - narrow.abs()
+    assert ((narrow.double() - exact).abs() <= spacing.double() / 2).all()
     with pytest.raises(TypeError, match="dtype"):
         sinusoidal(5, 4, dtype=torch.int64)
 
@@ -183,3 +259,56 @@ def test_binary_neighbours_differ_in_the_bits_of_p_xor_p_plus_one(bits: int) -> 
 def test_changed_components_needs_two_rows() -> None:
     with pytest.raises(ValueError, match="table"):
         changed_components(torch.zeros(1, 4))
+
+
+def test_rmsnorm_keeps_the_integer_code_and_layernorm_erases_it() -> None:
+    """For tokens of mean 0 and squared norm d, RMSNorm(e + p 1) keeps the share
+    1 / sqrt(1 + p^2) of the token's direction; LayerNorm gives back LN(e) exactly."""
+    e = torch.nn.functional.layer_norm(
+        torch.randn(50, 64, generator=torch.Generator().manual_seed(2), dtype=torch.float64),
+        (64,),
+        eps=0.0,
+    )
+    for p in (1, 7, 63):
+        shifted = e + p
+        share = torch.nn.functional.cosine_similarity(
+            torch.nn.functional.rms_norm(shifted, (64,)), e, dim=-1
+        )
+        torch.testing.assert_close(
+            share, torch.full((50,), 1 / math.sqrt(1 + p**2), dtype=torch.float64)
+        )
+        torch.testing.assert_close(
+            torch.nn.functional.layer_norm(shifted, (64,)),
+            torch.nn.functional.layer_norm(e, (64,)),
+            rtol=0,
+            atol=1e-12,
+        )
+
+
+@given(bits=st.integers(1, 12))
+def test_each_binary_column_is_the_sign_of_a_sine(bits: int) -> None:
+    """Bit j of p is 1 exactly when sin(pi (p + 1/2) / 2^j) < 0: wavelength 2^(j+1)."""
+    p = torch.arange(2**bits, dtype=torch.float64)[:, None]
+    j = torch.arange(bits, dtype=torch.float64)
+    signs = (torch.sin(math.pi * (p + 0.5) / 2**j) < 0).double()
+    assert torch.equal(signs, binary(2**bits, bits).double())
+
+
+WIDE_TABLE = sinusoidal(20_000, 64, dtype=torch.float64)  # (20000, 64), built once
+
+
+@given(pair=st.integers(0, 31), angle=st.floats(0, 2 * math.pi, allow_nan=False, exclude_max=True))
+def test_a_read_out_of_one_pair_that_grows_on_0_to_15_turns_back_by_half_a_turn(
+    pair: int, angle: float
+) -> None:
+    """f(p) = a sin(p w) + b cos(p w) (a, b on the unit circle): if f grows over positions
+    0-15, it falls again at some position below pi / w + 1 (half a wavelength)."""
+    table = WIDE_TABLE
+    read_out = math.sin(angle) * table[:, 2 * pair] + math.cos(angle) * table[:, 2 * pair + 1]
+    steps = torch.diff(read_out)  # entry p: f(p + 1) - f(p)
+    if not (steps[:15] > 0).all():
+        return  # this read-out does not order the trained positions
+    half_turn = math.pi / (10000.0 ** (-pair / 32))
+    if half_turn + 1 >= len(steps):
+        return  # beyond the table
+    assert (steps[: math.floor(half_turn) + 1] < 0).any()

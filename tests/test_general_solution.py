@@ -7,8 +7,8 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rope_lessons.general_solution import block_diagonalise, block_rotation, random_orthogonal
-from rope_lessons.rope import frequencies, rotation_matrix
+from rope_lessons.general_solution import block_diagonalise, random_orthogonal
+from rope_lessons.rope import apply_rope, block_rotation, frequencies
 
 dims = st.integers(1, 8).map(lambda half: 2 * half)
 positions = st.integers(-40, 40)
@@ -43,9 +43,21 @@ def test_powers_of_a_non_orthogonal_matrix_are_not_relative() -> None:
     assert not torch.allclose(power(o, 3).T @ power(o, 5), power(o, 2))
 
 
+def test_block_rotation_golden_values() -> None:
+    """A quarter turn sends (1, 0) to (0, 1): counter-clockwise; a half turn negates."""
+    quarter_then_half = block_rotation(torch.tensor([torch.pi / 2, torch.pi], dtype=torch.float64))
+    expected = torch.tensor(
+        [[0, -1, 0, 0], [1, 0, 0, 0], [0, 0, -1, 0], [0, 0, 0, -1]], dtype=torch.float64
+    )
+    torch.testing.assert_close(quarter_then_half, expected, rtol=0, atol=1e-15)
+
+
 @given(m=positions, dim=dims)
-def test_block_rotation_of_rope_angles_is_the_rope_matrix(m: int, dim: int) -> None:
-    torch.testing.assert_close(block_rotation(m * frequencies(dim)), rotation_matrix(m, dim))
+def test_block_rotation_of_rope_angles_is_the_rope_rotation(m: int, dim: int) -> None:
+    """The matrix form against apply_rope's complex multiplication (a separate kernel)."""
+    x = torch.randn(dim, generator=torch.Generator().manual_seed(m % 1000), dtype=torch.float64)
+    expected = apply_rope(x[None], torch.tensor([m]))[0]
+    torch.testing.assert_close(block_rotation(m * frequencies(dim)) @ x, expected)
 
 
 @given(dim=dims, seed=seeds)

@@ -70,12 +70,28 @@ def test_spacing_doubles_every_octave() -> None:
     assert spacing_at(1e6, torch.float32) == 0.0625
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+def test_spacing_is_the_gap_to_the_next_stored_number(dtype: torch.dtype) -> None:
+    """Independent of the formula: the gap from each power of two up to its successor."""
+    top = 15 if dtype == torch.float16 else 51  # float16 overflows at 2**16; 2**52 - 0.5 rounds
+    for exponent in range(0, top):
+        low = torch.tensor(2.0**exponent, dtype=dtype)
+        gap = (torch.nextafter(low, torch.tensor(math.inf, dtype=dtype)) - low).item()
+        for value in (2.0**exponent, 1.5 * 2.0**exponent, 2.0 ** (exponent + 1) - 0.5):
+            assert spacing_at(value, dtype) == gap, (dtype, exponent, value)
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_rounding_error_is_at_most_half_the_spacing(dtype: torch.dtype) -> None:
+    """The stored value is the nearest one: its neighbours (torch.nextafter) are no closer."""
     values = torch.arange(1, 60_000, 7, dtype=torch.float64)
+    stored = values.to(dtype)
+    up = torch.nextafter(stored, torch.tensor(math.inf, dtype=dtype)).double()
+    down = torch.nextafter(stored, torch.tensor(-math.inf, dtype=dtype)).double()
     errors = (round_to_dtype(values, dtype) - values).abs()
-    bounds = torch.tensor([spacing_at(float(v), dtype) / 2 for v in values])
-    assert (errors <= bounds).all()
+    assert torch.equal(round_to_dtype(values, dtype), stored.double())
+    assert (errors <= (up - values).abs()).all() and (errors <= (down - values).abs()).all()
+    assert (errors <= (up - stored.double()) / 2).all()
 
 
 def test_float64_angles_are_the_reference() -> None:
