@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from rope_lessons.attention import PLACEMENTS, RELATIVE_PLACEMENTS, attention
 from rope_lessons.experiments import make_run
 from rope_lessons.model import TinyTransformer
+from rope_lessons.rope import rotation_matrix
 from rope_lessons.synthetic import IGNORE, CopyAtLag, MarkerDistance, batch_sampler
 from rope_lessons.vo_rope import (
     READ_BATCH,
@@ -283,3 +284,15 @@ def test_reading_stats_weights_match_the_attention_maps() -> None:
         _, maps = model.attention_maps(tokens)
     diagonal = sum(float(w.diagonal(dim1=-2, dim2=-1).mean()) for w in maps) / len(maps)
     assert stats["diagonal_weight"] == pytest.approx(diagonal, rel=1e-5)
+
+
+def test_uniform_vo_attention_over_equal_values_is_the_mean_of_turned_copies() -> None:
+    """The decay reading of chapter 6: o_m = (1/(m+1)) sum_{r<=m} R_{-r} v, shorter than v."""
+    length, dim = 12, 8
+    value = random_features(dim, seed=5)
+    zero = torch.zeros(1, 1, length, dim, dtype=torch.float64)
+    out = attention(zero, zero, value.expand(1, 1, length, dim), rope="vo")[0, 0]  # (T, d)
+    for m in range(length):
+        turned = torch.stack([rotation_matrix(-r, dim) @ value for r in range(m + 1)])
+        torch.testing.assert_close(out[m], turned.mean(0), rtol=1e-12, atol=1e-12)
+    assert out[-1].norm() < value.norm() - 0.05  # the turned copies partly cancel
