@@ -106,48 +106,60 @@ def analyse_bands(model: TinyTransformer, run: Run, device: torch.device) -> dic
     return bands(model, eval_batches(run.data, device), "scratch")
 
 
-def analyse_extension(model: TinyTransformer, run: Run, device: torch.device) -> dict[str, float]:
-    """Every zero-shot and fine-tuned table, the ablations and the attention entropy."""
-    batches = eval_batches(run.data, device)
-    tokens = batches[0][0]
-    out: dict[str, float] = {}
+ENTROPY_VARIANTS = ("plain", "plain, log scaling", "yarn without factor", "yarn")
+
+
+def zero_shot_models(model: TinyTransformer) -> dict[str, TinyTransformer]:
+    """Copies of the trained model read at 512 tokens without training: every table of
+    :data:`TABLES`, then the ablations (the slow or the fast pairs interpolated alone,
+    YaRN without its attention factor, Su's log-length scaling)."""
+    models: dict[str, TinyTransformer] = {}
     for method in TABLES:
         theta, factor = table(method)
-        out |= bands(
-            extended(model, theta, attention_factor=factor), batches, f"zero-shot/{method}"
-        )
-    for method in TABLES:
-        theta, factor = table(method)
-        tuned = fine_tune(
-            extended(model, theta, attention_factor=factor),
-            run.data,
-            length=FINE_TUNE_LEN,
-            steps=FINE_TUNE_STEPS,
-            batch_size=FINE_TUNE_BATCH,
-            lr=FINE_TUNE_LR,
-            seed=FINE_TUNE_SEED,
-        )
-        out |= bands(tuned, batches, f"fine-tuned/{method}")
-    yarn_theta, yarn_factor = table("yarn")
-    variants = {
+        models[method] = extended(model, theta, attention_factor=factor)
+    yarn_theta, _ = table("yarn")
+    models |= {
         "slow pairs interpolated": extended(model, slow_pairs_interpolated(True)),
         "fast pairs interpolated": extended(model, slow_pairs_interpolated(False)),
         "yarn without factor": extended(model, yarn_theta),
         "plain, log scaling": extended(model, log_scale_from=TRAIN_LEN),
         "yarn, log scaling": extended(model, yarn_theta, log_scale_from=TRAIN_LEN),
     }
-    for name, variant in variants.items():
+    return models
+
+
+def fine_tuned_model(model: TinyTransformer, method: Table, data: Task) -> TinyTransformer:
+    """A copy of the trained model with ``method``'s table, fine-tuned at 256 tokens."""
+    theta, factor = table(method)
+    return fine_tune(
+        extended(model, theta, attention_factor=factor),
+        data,
+        length=FINE_TUNE_LEN,
+        steps=FINE_TUNE_STEPS,
+        batch_size=FINE_TUNE_BATCH,
+        lr=FINE_TUNE_LR,
+        seed=FINE_TUNE_SEED,
+    )
+
+
+def entropy_bands(model: TinyTransformer, tokens: torch.Tensor, name: str) -> dict[str, float]:
+    """Mean attention entropy per position band, keyed ``"entropy/{name}/{band}"``."""
+    per_position = attention_entropy(model, tokens)
+    values = band_losses(per_position, BANDS)
+    return {f"entropy/{name}/{band}": v for band, v in zip(BAND_NAMES, values, strict=True)}
+
+
+def analyse_extension(model: TinyTransformer, run: Run, device: torch.device) -> dict[str, float]:
+    """Every zero-shot and fine-tuned table, the ablations and the attention entropy."""
+    batches = eval_batches(run.data, device)
+    out: dict[str, float] = {}
+    models = zero_shot_models(model)
+    for name, variant in models.items():
         out |= bands(variant, batches, f"zero-shot/{name}")
-    entropies = {
-        "plain": model,
-        "plain, log scaling": variants["plain, log scaling"],
-        "yarn without factor": variants["yarn without factor"],
-        "yarn": extended(model, yarn_theta, attention_factor=yarn_factor),
-    }
-    for name, variant in entropies.items():
-        per_position = attention_entropy(variant, tokens)
-        for band, value in zip(BAND_NAMES, band_losses(per_position, BANDS), strict=True):
-            out[f"entropy/{name}/{band}"] = value
+    for method in TABLES:
+        out |= bands(fine_tuned_model(model, method, run.data), batches, f"fine-tuned/{method}")
+    for name in ENTROPY_VARIANTS:
+        out |= entropy_bands(models[name], batches[0][0], name)
     return out
 
 
