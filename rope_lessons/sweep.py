@@ -29,6 +29,7 @@ trains again from today's code and compares (see :data:`REPRODUCTION_TOLERANCE`)
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import hashlib
 import importlib
@@ -122,6 +123,44 @@ class Sweep:
         described = {run.label: run.describe() for run in self.runs}
         loaded: dict[str, Any] = json.loads(json.dumps(described))
         return loaded
+
+
+def largest_difference(first: RunResult, second: RunResult) -> float:
+    """The largest absolute difference between two results of the same (run, seed): over
+    every training loss, held-out metric, validation-curve point and ``extra`` number.
+
+    Raises:
+        ValueError: if they are not results of the same run and seed, or do not
+            hold the same entries.
+    """
+    if (first.label, first.seed) != (second.label, second.seed):
+        raise ValueError(
+            f"results of different runs: {first.label!r} seed {first.seed} vs "
+            f"{second.label!r} seed {second.seed}"
+        )
+
+    def numbers(result: RunResult) -> dict[str, float | None]:
+        values: dict[str, float | None] = {
+            f"loss {i}": loss for i, loss in enumerate(result.losses)
+        }
+        for table in ("metrics", "curve"):
+            for key, metrics in getattr(result, table).items():
+                for name, value in dataclasses.asdict(metrics).items():
+                    values[f"{table}[{key}].{name}"] = value
+        values.update({f"extra {key}": value for key, value in result.extra.items()})
+        return values
+
+    ours, theirs = numbers(first), numbers(second)
+    if ours.keys() != theirs.keys() or any(
+        (ours[key] is None) != (theirs[key] is None) for key in ours
+    ):
+        raise ValueError(f"{first.label!r} seed {first.seed}: the results hold different entries")
+    gaps = [
+        abs(a - b)
+        for key in ours
+        if (a := ours[key]) is not None and (b := theirs[key]) is not None
+    ]
+    return max(gaps, default=0.0)
 
 
 def available() -> list[str]:
@@ -282,14 +321,20 @@ def load_sweep(sweep: str | Sweep, results_dir: Path | None = None) -> StoredSwe
 
 
 def git_commit() -> str | None:
-    """The checked-out commit of the package's repository (``+dirty`` if modified), or None."""
+    """The checked-out commit of the package's repository, or None outside a git checkout.
+
+    ``+dirty`` is appended when the package's code (``rope_lessons/`` except its
+    results) differs from the commit, untracked files included.
+    """
     root = Path(__file__).resolve().parent.parent
     try:
         head = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
         ).stdout.strip()
         status = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
+            # Only the package's code decides the results: results files being written
+            # and edits outside rope_lessons/ (notebooks, tests) do not make it dirty.
+            ["git", "status", "--porcelain", "--", "rope_lessons", ":!rope_lessons/results"],
             cwd=root,
             capture_output=True,
             text=True,
@@ -306,7 +351,9 @@ def record(device: torch.device, command: str) -> dict[str, Any]:
         "command": command,
         "device": str(device),
         "device_name": (
-            torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor()
+            torch.cuda.get_device_name(device)
+            if device.type == "cuda"
+            else platform.processor() or platform.machine()
         ),
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
@@ -444,7 +491,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         sweep = get_sweep(args.name)
         torch.set_num_threads(choose_threads())
-        path = run_sweep(sweep, seeds=args.seeds, device=args.device, restart=args.restart)
+        given = sys.argv[1:] if argv is None else list(argv)
+        command = " ".join(["python -m rope_lessons.sweep", *map(shlex.quote, given)])
+        path = run_sweep(
+            sweep, seeds=args.seeds, device=args.device, restart=args.restart, command=command
+        )
     except ValueError as error:
         parser.exit(2, f"error: {error}\n")
     print(f"wrote {path}")
