@@ -20,6 +20,8 @@ Modules, in the order the course uses them:
   their training loop and their data;
 * :mod:`rope_lessons.experiments`, :mod:`rope_lessons.learning_curves`: toy
   experiments over several seeds and their summaries;
+* :mod:`rope_lessons.extension`: chapter 8's context extension (PI, NTK-aware,
+  YaRN, Llama 3 tables; the base bound; extended models, band losses);
 * :mod:`rope_lessons.runtime`: device, preset and seed for the notebooks;
 * :mod:`rope_lessons.benchmark`: timing of the RoPE forms;
 * :mod:`rope_lessons.recurrence`: linear recurrences with real and complex decay,
