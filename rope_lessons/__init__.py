@@ -1,5 +1,9 @@
 """rope-lessons: the helper package of an executable course on rotary position embeddings.
 
+The names most experiments need are importable from the top level::
+
+    from rope_lessons import apply_rope, attention, ModelConfig, TinyTransformer
+
 Modules, in the order the course uses them:
 
 * :mod:`rope_lessons.attention`: attention with RoPE at any of nine placements;
@@ -19,4 +23,26 @@ Modules, in the order the course uses them:
 * :mod:`rope_lessons.benchmark`: timing of the RoPE forms.
 """
 
+from rope_lessons.attention import attention, rotate_inputs, rotate_output
+from rope_lessons.corpus import CharCorpus
+from rope_lessons.model import ModelConfig, TinyTransformer
+from rope_lessons.rope import apply_rope, frequencies, score_at_distance
+from rope_lessons.runtime import setup
+from rope_lessons.training import evaluate, train
+
 __version__ = "0.1.0"
+
+__all__ = [
+    "CharCorpus",
+    "ModelConfig",
+    "TinyTransformer",
+    "apply_rope",
+    "attention",
+    "evaluate",
+    "frequencies",
+    "rotate_inputs",
+    "rotate_output",
+    "score_at_distance",
+    "setup",
+    "train",
+]

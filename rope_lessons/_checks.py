@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Literal, TypeVar, cast, get_args
 
 import torch
 
-LAYOUTS = ("interleaved", "half")
+Layout = Literal["interleaved", "half"]
+LAYOUTS: tuple[Layout, ...] = get_args(Layout)
+
+Choice = TypeVar("Choice", bound=str)
 
 
 def check_even_dim(dim: object, name: str = "dim") -> int:
@@ -43,8 +47,15 @@ def check_positive_number(value: object, name: str) -> float:
 
 
 def check_base(base: object) -> float:
-    """Return ``base`` as a float if it is a finite number > 0."""
-    return check_positive_number(base, "base")
+    """Return ``base`` as a float if it is a finite number > 1.
+
+    A base of 1 would give every pair the same frequency, and a base below 1
+    frequencies that grow with the pair index: neither is RoPE's ladder.
+    """
+    value = check_positive_number(base, "base")
+    if value <= 1.0:
+        raise ValueError(f"base must be > 1 (frequencies base**(-2k/d) must fall), got {base}")
+    return value
 
 
 def check_fraction(p: object, name: str = "p") -> float:
@@ -56,14 +67,14 @@ def check_fraction(p: object, name: str = "p") -> float:
     return float(p)
 
 
-def check_choice(value: object, name: str, choices: Sequence[str]) -> str:
-    """Return ``value`` if it is one of ``choices``."""
-    if value not in choices:
+def check_choice(value: object, name: str, choices: Sequence[Choice]) -> Choice:
+    """Return ``value`` if it is one of ``choices`` (typed as a member of them)."""
+    if not isinstance(value, str) or value not in choices:
         raise ValueError(f"{name} must be one of {list(choices)}, got {value!r}")
-    return str(value)
+    return cast(Choice, value)
 
 
-def check_layout(layout: object) -> str:
+def check_layout(layout: object) -> Layout:
     """Return ``layout`` if it is ``"interleaved"`` or ``"half"``."""
     return check_choice(layout, "layout", LAYOUTS)
 
@@ -86,30 +97,54 @@ def check_features(x: object, name: str = "x") -> torch.Tensor:
     return sequence
 
 
-def check_positions(positions: object, leading_shape: torch.Size) -> torch.Tensor:
-    """Return ``positions`` if it is an integer tensor broadcastable to ``leading_shape``.
+def check_positions(
+    positions: object,
+    leading_shape: torch.Size | None = None,
+    *,
+    name: str = "positions",
+    shape_for_errors: tuple[int, ...] | None = None,
+) -> torch.Tensor:
+    """Return ``positions`` as an int64 tensor, if it is an integer tensor that fits.
 
-    ``leading_shape`` is the shape of the features without their last
-    dimension, ``(..., T)``; positions must broadcast to exactly that shape.
+    Every integer dtype is accepted and converted exactly to int64 (so that
+    negation and products cannot wrap around in a narrow dtype); bool,
+    floating and complex tensors are refused. With ``leading_shape`` (the
+    shape of the features without their last dimension, ``(..., T)``) the
+    positions must broadcast to exactly that shape. ``shape_for_errors`` is
+    the shape the caller passed, when it differs from the checked one.
     """
     if not isinstance(positions, torch.Tensor):
-        raise TypeError(
-            f"positions must be an integer torch.Tensor, got {type(positions).__name__}"
-        )
+        raise TypeError(f"{name} must be an integer torch.Tensor, got {type(positions).__name__}")
+    if positions.dtype == torch.bool:
+        raise TypeError(f"{name} must have an integer dtype, got torch.bool")
     if positions.is_floating_point() or positions.is_complex():
         raise TypeError(
-            f"positions must have an integer dtype (positions are whole numbers), "
+            f"{name} must have an integer dtype (positions are whole numbers), "
             f"got {positions.dtype}"
         )
-    if positions.dtype == torch.bool:
-        raise TypeError("positions must have an integer dtype, got torch.bool")
-    try:
-        broadcast = torch.broadcast_shapes(positions.shape, leading_shape)
-    except RuntimeError:
-        broadcast = None
-    if broadcast != leading_shape:
+    if leading_shape is not None:
+        try:
+            broadcast: torch.Size | None = torch.broadcast_shapes(positions.shape, leading_shape)
+        except RuntimeError:
+            broadcast = None
+        if broadcast != leading_shape:
+            shown = shape_for_errors if shape_for_errors is not None else tuple(positions.shape)
+            raise ValueError(
+                f"{name} of shape {shown} do not broadcast to (..., seq) = {tuple(leading_shape)}"
+            )
+    return positions.to(torch.int64)
+
+
+def check_theta(theta: object, dim: int) -> torch.Tensor:
+    """Return ``theta`` if it is a finite, non-negative float tensor of shape ``(dim/2,)``."""
+    if not isinstance(theta, torch.Tensor):
+        raise TypeError(f"theta must be a torch.Tensor, got {type(theta).__name__}")
+    if not theta.is_floating_point():
+        raise TypeError(f"theta must have a floating dtype, got {theta.dtype}")
+    if theta.shape != (dim // 2,):
         raise ValueError(
-            f"positions of shape {tuple(positions.shape)} do not broadcast to "
-            f"(..., seq) = {tuple(leading_shape)}"
+            f"theta must have shape (d/2,) = ({dim // 2},) for d = {dim}, got {tuple(theta.shape)}"
         )
-    return positions
+    if not bool(torch.isfinite(theta).all()) or bool((theta < 0).any()):
+        raise ValueError("theta must be finite and >= 0 (a zero leaves its pair unrotated)")
+    return theta

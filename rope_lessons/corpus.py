@@ -16,7 +16,7 @@ from importlib import resources
 import torch
 
 from rope_lessons._checks import check_choice, check_positive_int
-from rope_lessons.synthetic import Batch
+from rope_lessons.synthetic import SPLITS, Batch, Split
 
 CORPUS_SHA256 = "6eddb555305eba56f60e638e8aac85dd4e846326bf33f7b485a06ad7e169d423"
 
@@ -76,7 +76,7 @@ class CharCorpus:
         return "".join(self.alphabet[i] for i in ids.tolist())
 
     def sample(
-        self, batch_size: int, seq_len: int, generator: torch.Generator, split: str = "train"
+        self, batch_size: int, seq_len: int, generator: torch.Generator, split: Split = "train"
     ) -> Batch:
         """Random windows for next-character prediction.
 
@@ -86,7 +86,7 @@ class CharCorpus:
         """
         check_positive_int(batch_size, "batch_size")
         check_positive_int(seq_len, "seq_len")
-        ids = self.splits[check_choice(split, "split", ("train", "val"))]
+        ids = self.splits[check_choice(split, "split", SPLITS)]
         if seq_len + 1 > len(ids):
             raise ValueError(f"seq_len={seq_len} is longer than the {split} split")
         starts = torch.randint(0, len(ids) - seq_len, (batch_size,), generator=generator)

@@ -1,30 +1,55 @@
-"""Toy experiments: train one configuration on one task for several seeds, and summarise.
+"""Toy experiments: a run fixes everything but the seed; train it over seeds and compare.
 
-A :class:`Run` fixes everything but the seed: the model configuration, the
-task, the training length and budget, and the lengths to evaluate at (longer
-than the training length to test extrapolation). :func:`run_seeds` trains one
-model per seed; :func:`summarise` reports mean, standard deviation and range
-over seeds, which is what the chapters print.
+A :class:`Run` holds the model configuration, the data (a synthetic task of
+:mod:`rope_lessons.synthetic` or a :class:`~rope_lessons.corpus.CharCorpus`),
+the training length and budget, and the lengths to evaluate at (longer than
+the training length to test extrapolation). :func:`make_run` builds one for
+any task or corpus; :func:`run_once` trains it with one seed and evaluates it
+on held-out data: the validation split (for a corpus, the end of the text that
+training never sees; for a synthetic task, a separate stream, the same for
+every seed and variant). :func:`run_seeds` repeats it over seeds,
+:func:`summarise` reports mean, standard deviation, standard error and range,
+and :func:`compare_paired` compares two variants seed by seed.
 
 The chapter-2 task, reused by chapter 3, is :func:`order_run`: the
 :class:`~rope_lessons.synthetic.WhichFirst` task on a bidirectional model, trained
 at length 16 and evaluated at 16, 32 and 64.
+
+Multi-seed experiments too slow for a notebook are stored sweeps of runs:
+see :mod:`rope_lessons.sweep`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import math
 import statistics
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
+from rope_lessons._checks import check_choice, check_positive_int
 from rope_lessons.model import ModelConfig, PositionKind, TinyTransformer
-from rope_lessons.runtime import seed_everything
-from rope_lessons.synthetic import Task, WhichFirst, batch_sampler
+from rope_lessons.runtime import check_device, seed_everything
+from rope_lessons.synthetic import (
+    VALIDATION_SEED_OFFSET,
+    Batch,
+    Task,
+    WhichFirst,
+    batch_sampler,
+)
 from rope_lessons.training import Metrics, evaluate, train
 
-EVAL_SEED_OFFSET = 10_000  # evaluation batches never share a seed with training batches
+# The validation stream of length n is seeded with EVAL_SEED_OFFSET + n (batch_sampler's
+# split="val" with seed=n); training seeds stay below it, so the streams never meet.
+EVAL_SEED_OFFSET = VALIDATION_SEED_OFFSET
+EVAL_BATCH_SIZE = 256
+METRIC_NAMES = tuple(f.name for f in dataclasses.fields(Metrics))
+
+Analyse = Callable[[TinyTransformer, "Run", torch.device], dict[str, float]]
 
 
 @dataclass(frozen=True)
@@ -32,24 +57,159 @@ class Run:
     """One trainable configuration; the seed is chosen when it is run.
 
     Attributes:
-        label: the name printed in tables and legends.
-        model: the model configuration (its vocabulary must fit the task).
-        task: the data.
+        label: names the variant in tables, legends and stored sweeps (e.g.
+            ``"rope, rope=vo"``); unique within a sweep.
+        model: the model configuration (its vocabulary must cover the data's).
+        data: a synthetic task or a :class:`~rope_lessons.corpus.CharCorpus`.
         train_len: sequence length during training.
-        eval_lens: sequence lengths to evaluate at.
+        eval_lens: sequence lengths to evaluate at, on held-out data.
         steps, batch_size, lr: the training budget.
-        eval_batches: batches of 256 sequences per evaluation length.
+        eval_batches: batches of 256 held-out sequences per evaluation.
+        eval_every: also evaluate on the validation split at ``train_len``
+            every this many steps (the result's ``curve``); None: not during
+            training.
+        analyse: a module-level function ``(model, run, device) -> dict[str,
+            float]`` called on the trained model; its numbers are kept in the
+            result's ``extra`` (weights are not stored, so anything a stored
+            sweep needs from a trained model goes through it).
     """
 
     label: str
     model: ModelConfig
-    task: Task
+    data: Task
     train_len: int
     eval_lens: tuple[int, ...]
     steps: int
     batch_size: int = 32
     lr: float = 3e-3
     eval_batches: int = 4
+    eval_every: int | None = None
+    analyse: Analyse | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.label, str) or not self.label.strip():
+            raise ValueError(
+                f"label must be a non-empty string naming the variant, got {self.label!r}"
+            )
+        if not isinstance(self.model, ModelConfig):
+            raise TypeError(f"model must be a ModelConfig, got {type(self.model).__name__}")
+        for name in ("train_len", "steps", "batch_size", "eval_batches"):
+            check_positive_int(getattr(self, name), name)
+        if self.eval_every is not None:
+            check_positive_int(self.eval_every, "eval_every")
+        if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0):
+            raise ValueError(f"lr must be a finite number > 0, got {self.lr!r}")
+        if not isinstance(self.eval_lens, tuple) or not self.eval_lens:
+            raise TypeError(f"eval_lens must be a non-empty tuple of ints, got {self.eval_lens!r}")
+        for length in self.eval_lens:
+            check_positive_int(length, "eval_lens")
+        for length in (self.train_len, *self.eval_lens):
+            if length < self.data.min_len:
+                raise ValueError(
+                    f"sequence length {length} is shorter than the data's minimum "
+                    f"{self.data.min_len} (train_len={self.train_len}, eval_lens={self.eval_lens})"
+                )
+        if self.model.vocab_size < self.data.vocab_size:
+            raise ValueError(
+                f"the model's vocab_size={self.model.vocab_size} is smaller than the data's "
+                f"vocabulary ({self.data.vocab_size} token ids): tokens would be out of range"
+            )
+        if self.model.position == "learned" and self.train_len > self.model.max_len:
+            raise ValueError(
+                f"train_len={self.train_len} exceeds the learned table's "
+                f"max_len={self.model.max_len}"
+            )
+        if self.analyse is not None and "<" in getattr(self.analyse, "__qualname__", "<"):
+            raise ValueError(
+                "analyse must be a module-level function (not a lambda or a nested function), "
+                "so that a stored sweep can name it"
+            )
+
+    def describe(self) -> dict[str, Any]:
+        """Everything that defines the run, as JSON-ready values (stored with sweep results)."""
+        analyse = None
+        if self.analyse is not None:
+            analyse = f"{self.analyse.__module__}.{self.analyse.__qualname__}"
+        return {
+            "label": self.label,
+            "model": dataclasses.asdict(self.model),
+            "data": describe_data(self.data),
+            "train_len": self.train_len,
+            "eval_lens": list(self.eval_lens),
+            "steps": self.steps,
+            "batch_size": self.batch_size,
+            "lr": self.lr,
+            "eval_batches": self.eval_batches,
+            "eval_every": self.eval_every,
+            "analyse": analyse,
+        }
+
+    @property
+    def cost(self) -> int:
+        """Tokens processed in training and evaluation: a machine-independent size."""
+        evaluated = sum(self.eval_lens) * EVAL_BATCH_SIZE * self.eval_batches
+        curve_points = 0 if self.eval_every is None else self.steps // self.eval_every
+        validated = curve_points * self.train_len * EVAL_BATCH_SIZE * self.eval_batches
+        return 3 * self.steps * self.batch_size * self.train_len + evaluated + validated
+
+
+def describe_data(data: object) -> dict[str, Any]:
+    """The data's type and fields; a field left out of its repr (a corpus text) by its SHA-256."""
+    description: dict[str, Any] = {"type": f"{type(data).__module__}.{type(data).__qualname__}"}
+    if dataclasses.is_dataclass(data) and not isinstance(data, type):
+        for f in dataclasses.fields(data):
+            value = getattr(data, f.name)
+            if f.repr:
+                description[f.name] = value
+            else:
+                description[f.name] = "sha256:" + hashlib.sha256(str(value).encode()).hexdigest()
+    else:
+        description["repr"] = repr(data)
+    return description
+
+
+def answer_set(data: object) -> tuple[int, ...] | None:
+    """The data's fixed answer set (e.g. WhichFirst's ``(A, B)``), or None if it has none."""
+    answers = getattr(data, "answers", None)
+    return None if answers is None else tuple(int(a) for a in answers)
+
+
+def make_run(
+    label: str,
+    data: Task,
+    *,
+    train_len: int,
+    eval_lens: Sequence[int],
+    steps: int,
+    batch_size: int = 32,
+    lr: float = 3e-3,
+    eval_batches: int = 4,
+    eval_every: int | None = None,
+    analyse: Analyse | None = None,
+    **model_fields: Any,
+) -> Run:
+    """A :class:`Run` for any task or corpus; ``model_fields`` are fields of
+    :class:`~rope_lessons.model.ModelConfig` (``vocab_size`` defaults to the data's).
+
+    Example::
+
+        make_run("nope", CharCorpus(), train_len=64, eval_lens=(64, 128), steps=200,
+                 position="none", n_layers=2)
+    """
+    model_fields.setdefault("vocab_size", data.vocab_size)
+    return Run(
+        label=label,
+        model=ModelConfig(**model_fields),
+        data=data,
+        train_len=train_len,
+        eval_lens=tuple(eval_lens),
+        steps=steps,
+        batch_size=batch_size,
+        lr=lr,
+        eval_batches=eval_batches,
+        eval_every=eval_every,
+        analyse=analyse,
+    )
 
 
 @dataclass(frozen=True)
@@ -59,8 +219,11 @@ class RunResult:
     Attributes:
         label, seed: which run.
         losses: training loss at every step.
-        metrics: held-out loss and accuracy at each evaluation length; a length
-            the model cannot encode (beyond a learned table) is missing.
+        metrics: held-out metrics at each evaluation length; a length the model
+            cannot encode (beyond a learned table) is missing.
+        curve: validation metrics at ``train_len`` keyed by steps done (every
+            ``eval_every`` steps and at the end; empty without ``eval_every``).
+        extra: the numbers returned by the run's ``analyse`` function.
         wall_seconds: training time.
     """
 
@@ -68,37 +231,99 @@ class RunResult:
     seed: int
     losses: list[float]
     metrics: dict[int, Metrics] = field(default_factory=dict)
+    curve: dict[int, Metrics] = field(default_factory=dict)
+    extra: dict[str, float] = field(default_factory=dict)
     wall_seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready values (integer keys become strings)."""
+        return {
+            "label": self.label,
+            "seed": self.seed,
+            "losses": self.losses,
+            "metrics": {str(n): dataclasses.asdict(m) for n, m in self.metrics.items()},
+            "curve": {str(n): dataclasses.asdict(m) for n, m in self.curve.items()},
+            "extra": self.extra,
+            "wall_seconds": self.wall_seconds,
+        }
+
+    @classmethod
+    def from_json(cls, values: dict[str, Any]) -> RunResult:
+        """The inverse of :meth:`to_json`."""
+        return cls(
+            label=values["label"],
+            seed=values["seed"],
+            losses=list(values["losses"]),
+            metrics={int(n): Metrics(**m) for n, m in values["metrics"].items()},
+            curve={int(n): Metrics(**m) for n, m in values["curve"].items()},
+            extra=dict(values["extra"]),
+            wall_seconds=values["wall_seconds"],
+        )
 
 
 def run_once(
     run: Run, seed: int, device: torch.device | str = "cpu", progress: bool = True
 ) -> RunResult:
-    """Train ``run`` from scratch with ``seed`` and evaluate it at every length."""
+    """Train ``run`` from scratch with ``seed`` and evaluate it on held-out data at every length.
+
+    Held-out data is the validation split (:func:`~rope_lessons.synthetic.batch_sampler`
+    with ``split="val"``), at each length the same batches for every seed and
+    variant. Tasks with a fixed answer set also get ``answer_accuracy`` and
+    ``neither`` (see :class:`~rope_lessons.training.Metrics`).
+
+    Args:
+        run: what to train.
+        seed: in ``[0, EVAL_SEED_OFFSET)``; seeds the weights and the training stream.
+        device: where to train (``"cpu"``, ``"cuda"``, ...); CUDA must be available.
+        progress: show a progress bar on standard error.
+    """
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < EVAL_SEED_OFFSET:
+        raise ValueError(f"seed must be an int in [0, {EVAL_SEED_OFFSET}), got {seed!r}")
+    device = check_device(device)
+    answers = answer_set(run.data)
     seed_everything(seed)
     model = TinyTransformer(run.model).to(device)
-    sampler = batch_sampler(run.task, run.batch_size, run.train_len, seed=seed, device=device)
+    validation = None
+    if run.eval_every is not None:
+        validation = held_out(run, run.train_len, device)
     result = train(
         model,
-        sampler,
+        batch_sampler(run.data, run.batch_size, run.train_len, seed=seed, device=device),
         steps=run.steps,
         lr=run.lr,
         progress=progress,
         desc=f"{run.label}, seed {seed}",
+        validation=validation,
+        eval_every=run.eval_every,
+        eval_batches=run.eval_batches,
+        answers=answers,
     )
-    metrics = {}
-    for length in run.eval_lens:
-        if run.model.position == "learned" and length > run.model.max_len:
-            continue
-        held_out = batch_sampler(
-            run.task, 256, length, seed=EVAL_SEED_OFFSET + length, device=device
+    metrics = {
+        length: evaluate(
+            model, held_out(run, length, device), batches=run.eval_batches, answers=answers
         )
-        metrics[length] = evaluate(model, held_out, batches=run.eval_batches)
-    return RunResult(run.label, seed, result.losses, metrics, result.wall_seconds)
+        for length in run.eval_lens
+        if not (run.model.position == "learned" and length > run.model.max_len)
+    }
+    extra = {} if run.analyse is None else run.analyse(model, run, device)
+    return RunResult(
+        label=run.label,
+        seed=seed,
+        losses=result.losses,
+        metrics=metrics,
+        curve=result.curve,
+        extra={str(key): float(value) for key, value in extra.items()},
+        wall_seconds=result.wall_seconds,
+    )
+
+
+def held_out(run: Run, length: int, device: torch.device) -> Callable[[], Batch]:
+    """The validation sampler of ``run`` at ``length``: the same batches for every seed."""
+    return batch_sampler(run.data, EVAL_BATCH_SIZE, length, seed=length, split="val", device=device)
 
 
 def run_seeds(
-    run: Run, seeds: list[int], device: torch.device | str = "cpu", progress: bool = True
+    run: Run, seeds: Sequence[int], device: torch.device | str = "cpu", progress: bool = True
 ) -> list[RunResult]:
     """:func:`run_once` for every seed."""
     return [run_once(run, seed, device, progress) for seed in seeds]
@@ -114,11 +339,16 @@ class Summary:
     high: float
     n: int
 
+    @property
+    def sem(self) -> float:
+        """Standard error of the mean, ``std / sqrt(n)``."""
+        return self.std / math.sqrt(self.n)
+
     def __str__(self) -> str:
         return f"{self.mean:.3f} ± {self.std:.3f} [{self.low:.3f}, {self.high:.3f}] (n={self.n})"
 
 
-def summarise(values: list[float]) -> Summary:
+def summarise(values: Sequence[float]) -> Summary:
     """Mean, sample standard deviation (0 for one value), minimum and maximum."""
     if not values:
         raise ValueError("summarise needs at least one value")
@@ -126,13 +356,95 @@ def summarise(values: list[float]) -> Summary:
     return Summary(statistics.fmean(values), std, min(values), max(values), len(values))
 
 
-def accuracy_by_length(results: list[RunResult]) -> dict[int, Summary]:
-    """Accuracy at each evaluation length, summarised over the seeds of one run."""
+def metric(length: int, name: str = "accuracy") -> Callable[[RunResult], float]:
+    """A function reading one held-out metric of a result, e.g. ``metric(64)``."""
+    check_choice(name, "name", METRIC_NAMES)
+
+    def value(result: RunResult) -> float:
+        if length not in result.metrics:
+            raise ValueError(f"{result.label!r} seed {result.seed} was not evaluated at {length}")
+        number = getattr(result.metrics[length], name)
+        if number is None:
+            raise ValueError(f"{result.label!r} has no {name!r} (its task has no answer set)")
+        return float(number)
+
+    return value
+
+
+def metric_by_length(results: Sequence[RunResult], name: str = "accuracy") -> dict[int, Summary]:
+    """One held-out metric at each evaluation length, summarised over the seeds of one run."""
     lengths = sorted({length for r in results for length in r.metrics})
     return {
-        length: summarise([r.metrics[length].accuracy for r in results if length in r.metrics])
+        length: summarise([metric(length, name)(r) for r in results if length in r.metrics])
         for length in lengths
     }
+
+
+def accuracy_by_length(results: Sequence[RunResult]) -> dict[int, Summary]:
+    """Accuracy at each evaluation length, summarised over the seeds of one run."""
+    return metric_by_length(results, "accuracy")
+
+
+@dataclass(frozen=True)
+class PairedComparison:
+    """Two variants compared seed by seed: ``second - first`` for each shared seed.
+
+    Attributes:
+        first, second: the two labels.
+        seeds: the seeds both were run with, in order.
+        differences: ``value(second) - value(first)`` for each seed.
+        summary: :func:`summarise` of the differences (``summary.sem`` is the
+            paired standard error).
+        wins: seeds where ``second`` is larger.
+    """
+
+    first: str
+    second: str
+    seeds: tuple[int, ...]
+    differences: tuple[float, ...]
+    summary: Summary
+    wins: int
+
+    def __str__(self) -> str:
+        s = self.summary
+        return (
+            f"{self.second} - {self.first}: {s.mean:+.3f} ± {s.sem:.3f} (standard error, "
+            f"n={s.n} paired seeds); larger for {self.wins} of {s.n} seeds"
+        )
+
+
+def compare_paired(
+    first: Sequence[RunResult],
+    second: Sequence[RunResult],
+    value: Callable[[RunResult], float],
+) -> PairedComparison:
+    """Compare two variants over the same seeds (e.g. ``value=metric(64)``).
+
+    Pairing by seed removes what the seeds share (initialisation, data order),
+    so the standard error of the differences is the honest spread.
+
+    Raises:
+        ValueError: if the two lists do not hold the same seeds, once each.
+    """
+    by_seed = [{r.seed: r for r in results} for results in (first, second)]
+    for results, indexed in zip((first, second), by_seed, strict=True):
+        if len(indexed) != len(results) or not results:
+            raise ValueError("each variant must hold at least one result, one per seed")
+    if by_seed[0].keys() != by_seed[1].keys():
+        raise ValueError(
+            "the variants were run with different seeds: "
+            f"{sorted(by_seed[0])} vs {sorted(by_seed[1])}"
+        )
+    seeds = tuple(sorted(by_seed[0]))
+    differences = tuple(value(by_seed[1][s]) - value(by_seed[0][s]) for s in seeds)
+    return PairedComparison(
+        first=first[0].label,
+        second=second[0].label,
+        seeds=seeds,
+        differences=differences,
+        summary=summarise(differences),
+        wins=sum(d > 0 for d in differences),
+    )
 
 
 def order_run(
@@ -142,32 +454,34 @@ def order_run(
     steps: int = 300,
     batch_size: int = 32,
     label: str | None = None,
-    **model_fields: object,
+    **model_fields: Any,
 ) -> Run:
     """The chapter-2 order task for one position encoding.
 
     :class:`~rope_lessons.synthetic.WhichFirst` with 8 filler tokens, a two-layer
     model of width 64 with 4 heads, bidirectional unless ``causal``; trained at
     length 16 and evaluated at 16, 32 and 64. ``model_fields`` override fields
-    of :class:`~rope_lessons.model.ModelConfig` (e.g. ``rope="vo"``).
+    of :class:`~rope_lessons.model.ModelConfig` (e.g. ``rope="vo"``). The
+    default label names the variant: ``"rope, causal, rope=vo"``.
     """
-    task = WhichFirst(n_fillers=8)
-    config = ModelConfig(
-        vocab_size=task.vocab_size,
-        dim=64,
-        n_layers=2,
-        n_heads=4,
-        causal=causal,
-        position=position,
-        max_len=16,
-    )
-    config = dataclasses.replace(config, **model_fields)  # type: ignore[arg-type]
-    return Run(
-        label=label or f"{position}{', causal' if causal else ''}",
-        model=config,
-        task=task,
+    if label is None:
+        overrides = [f"{name}={value}" for name, value in model_fields.items()]
+        label = ", ".join([position, *(["causal"] if causal else []), *overrides])
+    fields: dict[str, Any] = {
+        "dim": 64,
+        "n_layers": 2,
+        "n_heads": 4,
+        "max_len": 16,
+        **model_fields,
+    }
+    return make_run(
+        label,
+        WhichFirst(n_fillers=8),
         train_len=16,
         eval_lens=(16, 32, 64),
         steps=steps,
         batch_size=batch_size,
+        causal=causal,
+        position=position,
+        **fields,
     )

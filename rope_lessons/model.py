@@ -10,9 +10,10 @@ Shapes: ``B`` batch, ``T`` sequence length, ``C`` model width, ``H`` heads,
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Literal
+from typing import Literal, NamedTuple, get_args
 
 import torch
 from torch import nn
@@ -22,16 +23,25 @@ from rope_lessons._checks import (
     check_choice,
     check_fraction,
     check_layout,
+    check_positions,
     check_positive_int,
+    check_theta,
 )
-from rope_lessons.attention import PLACEMENTS, Placement, attention
-from rope_lessons.encodings import ABSOLUTE_ENCODINGS, absolute_encoding
+from rope_lessons.attention import Placement, attention, check_placement
+from rope_lessons.encodings import AbsoluteEncoding, absolute_encoding
 from rope_lessons.rope import Layout
 
-PositionKind = Literal[
-    "none", "learned", "integer", "normalised_integer", "binary", "sinusoidal", "rope"
-]
-POSITION_KINDS = ("none", "learned", *ABSOLUTE_ENCODINGS, "rope")
+PositionKind = Literal["none", "learned", "rope"] | AbsoluteEncoding
+POSITION_KINDS: tuple[PositionKind, ...] = ("none", "learned", *get_args(AbsoluteEncoding), "rope")
+ROTARY_FIELDS = ("rope", "rope_base", "rope_layout", "rope_p", "rope_theta", "nope_layers")
+
+
+class QKV(NamedTuple):
+    """One layer's queries, keys and values before any rotation, each ``(B, H, T, D)``."""
+
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
 
 
 @dataclass(frozen=True)
@@ -52,6 +62,15 @@ class ModelConfig:
         max_len: rows of the learned table; other encodings take any length.
         rope: where RoPE rotates (see :mod:`rope_lessons.attention`).
         rope_base, rope_layout, rope_p: RoPE's base, layout and p-RoPE fraction.
+        rope_theta: per-pair frequencies ``(D/2,)`` for every layer, in the
+            order of :func:`rope_lessons.rope.frequencies`; overrides
+            ``rope_base`` and ``rope_p`` (a zero leaves its pair unrotated).
+        nope_layers: indices of layers that use no position encoding at all
+            (e.g. every fourth layer, as in Llama 4).
+
+    The rotary fields only mean something with ``position="rope"``; setting
+    any of them to a non-default value with another position encoding is
+    refused rather than silently ignored.
     """
 
     vocab_size: int
@@ -66,6 +85,8 @@ class ModelConfig:
     rope_base: float = 10000.0
     rope_layout: Layout = "interleaved"
     rope_p: float = 1.0
+    rope_theta: tuple[float, ...] | None = None
+    nope_layers: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "dim", "n_layers", "n_heads", "mlp_ratio", "max_len"):
@@ -75,67 +96,115 @@ class ModelConfig:
                 f"dim / n_heads must be an even integer, got dim={self.dim}, n_heads={self.n_heads}"
             )
         check_choice(self.position, "position", POSITION_KINDS)
-        check_choice(self.rope, "rope", PLACEMENTS)
+        check_placement(self.rope)
         check_base(self.rope_base)
         check_layout(self.rope_layout)
         check_fraction(self.rope_p, "rope_p")
+        if self.rope_theta is not None:
+            if not isinstance(self.rope_theta, tuple):
+                raise TypeError(
+                    f"rope_theta must be a tuple of floats, got {type(self.rope_theta).__name__}"
+                )
+            check_theta(torch.tensor(self.rope_theta, dtype=torch.float64), self.head_dim)
+        if not isinstance(self.nope_layers, tuple) or not all(
+            isinstance(i, int) and not isinstance(i, bool) and 0 <= i < self.n_layers
+            for i in self.nope_layers
+        ):
+            raise ValueError(
+                f"nope_layers must be a tuple of layer indices in [0, {self.n_layers}), "
+                f"got {self.nope_layers!r}"
+            )
+        if self.position != "rope":
+            defaults = {f.name: f.default for f in dataclasses.fields(self)}
+            changed = [name for name in ROTARY_FIELDS if getattr(self, name) != defaults[name]]
+            if changed:
+                raise ValueError(
+                    f"{', '.join(changed)} only apply with position='rope', "
+                    f"got position={self.position!r}"
+                )
 
     @property
     def head_dim(self) -> int:
         """``D = dim / n_heads``."""
         return self.dim // self.n_heads
 
+    def placement(self, layer: int) -> Placement:
+        """Where RoPE rotates in layer ``layer``: ``rope``, or ``"nope"`` if it has no positions."""
+        if self.position != "rope" or layer in self.nope_layers:
+            return "nope"
+        return self.rope
+
 
 @lru_cache(maxsize=32)
-def _absolute_table(kind: str, seq_len: int, dim: int, device: torch.device) -> torch.Tensor:
+def _absolute_table(
+    kind: AbsoluteEncoding, seq_len: int, dim: int, device: torch.device
+) -> torch.Tensor:
     """An absolute encoding table ``(T, C)`` on ``device``, built once per length."""
-    return absolute_encoding(kind, seq_len, dim).to(device)  # type: ignore[arg-type]
+    return absolute_encoding(kind, seq_len, dim).to(device)
+
+
+class LayerOutput(NamedTuple):
+    """What a block hands back: its output ``(B, T, C)``, and on request its
+    attention weights ``(B, H, T, T)`` and its unrotated queries, keys and values."""
+
+    x: torch.Tensor
+    weights: torch.Tensor | None
+    qkv: QKV | None
 
 
 class SelfAttention(nn.Module):
-    """Multi-head self-attention with the configured RoPE placement."""
+    """Multi-head self-attention with the placement its config gives its layer."""
 
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, config: ModelConfig, layer: int = 0) -> None:
         super().__init__()
         self.config = config
+        self.placement = config.placement(layer)
         self.qkv = nn.Linear(config.dim, 3 * config.dim, bias=False)
         self.proj = nn.Linear(config.dim, config.dim, bias=False)
+        theta = config.rope_theta
+        self.theta = None if theta is None else torch.tensor(theta, dtype=torch.float64)
+
+    def project(self, x: torch.Tensor) -> QKV:
+        """``x`` ``(B, T, C)`` -> unrotated queries, keys and values, each ``(B, H, T, D)``."""
+        cfg = self.config
+        q, k, v = self.qkv(x).split(cfg.dim, dim=-1)  # (B, T, C) each
+        return QKV(
+            *(t.unflatten(-1, (cfg.n_heads, cfg.head_dim)).transpose(1, 2) for t in (q, k, v))
+        )
 
     def forward(
         self,
         x: torch.Tensor,
         positions: torch.Tensor | None = None,
         return_weights: bool = False,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """``x`` ``(B, T, C)`` -> output ``(B, T, C)`` and weights ``(B, H, T, T)`` or None."""
+        keep_qkv: bool = False,
+    ) -> LayerOutput:
+        """``x`` ``(B, T, C)`` -> output ``(B, T, C)``, weights and unrotated q, k, v on request."""
         cfg = self.config
-        q, k, v = self.qkv(x).split(cfg.dim, dim=-1)  # (B, T, C) each
-        q, k, v = (t.unflatten(-1, (cfg.n_heads, cfg.head_dim)).transpose(1, 2) for t in (q, k, v))
-        # q, k, v: (B, H, T, D)
-        rope = cfg.rope if cfg.position == "rope" else "nope"
-        kwargs = dict(
-            rope=rope,
+        qkv = self.project(x)  # (B, H, T, D) each
+        result = attention(
+            *qkv,
+            rope=self.placement,
             causal=cfg.causal,
             positions=positions,
             base=cfg.rope_base,
             layout=cfg.rope_layout,
             p=cfg.rope_p,
+            theta=self.theta,
+            return_weights=return_weights,
         )
-        if return_weights:
-            out, weights = attention(q, k, v, return_weights=True, **kwargs)  # type: ignore[arg-type]
-        else:
-            out, weights = attention(q, k, v, **kwargs), None  # type: ignore[arg-type]
+        out, weights = result if isinstance(result, tuple) else (result, None)
         out = out.transpose(1, 2).flatten(-2)  # (B, T, C)
-        return self.proj(out), weights
+        return LayerOutput(self.proj(out), weights, qkv if keep_qkv else None)
 
 
 class Block(nn.Module):
     """Pre-LayerNorm transformer block: ``x + attn(ln(x))``, then ``x + mlp(ln(x))``."""
 
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, config: ModelConfig, layer: int = 0) -> None:
         super().__init__()
         self.ln_attn = nn.LayerNorm(config.dim)
-        self.attn = SelfAttention(config)
+        self.attn = SelfAttention(config, layer)
         self.ln_mlp = nn.LayerNorm(config.dim)
         self.mlp = nn.Sequential(
             nn.Linear(config.dim, config.mlp_ratio * config.dim),
@@ -148,11 +217,12 @@ class Block(nn.Module):
         x: torch.Tensor,
         positions: torch.Tensor | None = None,
         return_weights: bool = False,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """``x`` ``(B, T, C)`` -> ``(B, T, C)`` and the attention weights or None."""
-        attended, weights = self.attn(self.ln_attn(x), positions, return_weights)
-        x = x + attended
-        return x + self.mlp(self.ln_mlp(x)), weights
+        keep_qkv: bool = False,
+    ) -> LayerOutput:
+        """``x`` ``(B, T, C)`` -> ``(B, T, C)``, with the attention's extras on request."""
+        attended: LayerOutput = self.attn(self.ln_attn(x), positions, return_weights, keep_qkv)
+        x = x + attended.x
+        return attended._replace(x=x + self.mlp(self.ln_mlp(x)))
 
 
 class TinyTransformer(nn.Module):
@@ -171,7 +241,7 @@ class TinyTransformer(nn.Module):
         self.learned_positions = (
             nn.Embedding(config.max_len, config.dim) if config.position == "learned" else None
         )
-        self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layers))
+        self.blocks = nn.ModuleList(Block(config, layer) for layer in range(config.n_layers))
         self.ln_out = nn.LayerNorm(config.dim)
         self.head = nn.Linear(config.dim, config.vocab_size)
 
@@ -181,8 +251,7 @@ class TinyTransformer(nn.Module):
         if kind in ("none", "rope"):
             return None
         if kind == "learned":
-            assert self.learned_positions is not None
-            if seq_len > self.config.max_len:
+            if self.learned_positions is None or seq_len > self.config.max_len:
                 raise ValueError(
                     f"a learned table has {self.config.max_len} rows; "
                     f"sequences of length {seq_len} have no encoding"
@@ -191,21 +260,41 @@ class TinyTransformer(nn.Module):
         return _absolute_table(kind, seq_len, self.config.dim, device)
 
     def _run(
-        self, tokens: torch.Tensor, positions: torch.Tensor | None, return_weights: bool
-    ) -> tuple[torch.Tensor, list[torch.Tensor | None]]:
+        self,
+        tokens: torch.Tensor,
+        positions: torch.Tensor | None,
+        return_weights: bool = False,
+        keep_qkv: bool = False,
+    ) -> tuple[torch.Tensor, list[LayerOutput]]:
         if not isinstance(tokens, torch.Tensor) or tokens.ndim != 2 or tokens.is_floating_point():
             raise TypeError("tokens must be an integer tensor of shape (batch, seq)")
+        if tokens.numel() and (
+            int(tokens.min()) < 0 or int(tokens.max()) >= self.config.vocab_size
+        ):
+            raise ValueError(
+                f"tokens must lie in [0, vocab_size={self.config.vocab_size}), "
+                f"got ids from {int(tokens.min())} to {int(tokens.max())}"
+            )
         if positions is not None:
+            if positions.ndim not in (1, 2):
+                raise ValueError(
+                    "positions must have shape (seq,) or (batch, seq), "
+                    f"got {tuple(positions.shape)}"
+                )
+            positions = check_positions(
+                positions, tokens.shape if positions.ndim == 2 else tokens.shape[1:]
+            )
             positions = positions.unsqueeze(-2)  # (T,) -> (1, T); (B, T) -> (B, 1, T)
         x = self.embed(tokens)  # (B, T, C)
         table = self.position_encoding(tokens.shape[1], tokens.device)
         if table is not None:
             x = x + table
-        all_weights = []
+        layers = []
         for block in self.blocks:
-            x, weights = block(x, positions, return_weights)
-            all_weights.append(weights)
-        return self.head(self.ln_out(x)), all_weights  # (B, T, V)
+            layer: LayerOutput = block(x, positions, return_weights, keep_qkv)
+            layers.append(layer)
+            x = layer.x
+        return self.head(self.ln_out(x)), layers  # (B, T, V)
 
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
         """Logits for every position.
@@ -218,11 +307,20 @@ class TinyTransformer(nn.Module):
         Returns:
             Logits ``(B, T, V)``.
         """
-        return self._run(tokens, positions, return_weights=False)[0]
+        return self._run(tokens, positions)[0]
 
     def attention_maps(
         self, tokens: torch.Tensor, positions: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """Logits ``(B, T, V)`` and each layer's attention weights ``(B, H, T, T)``."""
-        logits, weights = self._run(tokens, positions, return_weights=True)
-        return logits, [w for w in weights if w is not None]
+        logits, layers = self._run(tokens, positions, return_weights=True)
+        return logits, [layer.weights for layer in layers if layer.weights is not None]
+
+    def layer_qkv(self, tokens: torch.Tensor, positions: torch.Tensor | None = None) -> list[QKV]:
+        """Each layer's queries, keys and values before rotation, each ``(B, H, T, D)``.
+
+        They come from the same forward pass as the logits, so rotating them
+        with the layer's placement and scoring them gives back its attention.
+        """
+        _, layers = self._run(tokens, positions, keep_qkv=True)
+        return [layer.qkv for layer in layers if layer.qkv is not None]

@@ -13,7 +13,15 @@ Conventions (the same everywhere in the course):
   x_1\sin + x_2\cos)`, so that :math:`R_m^\top R_n = R_{n-m}`;
 * layout ``"interleaved"`` pairs dimensions ``(2k, 2k+1)`` (RoFormer, Meta
   Llama, GPT-J); layout ``"half"`` pairs ``(k, k + d/2)`` (GPT-NeoX, Hugging
-  Face ``rotate_half``). They differ by :func:`layout_permutation`.
+  Face ``rotate_half``). They differ by :func:`layout_permutation`;
+* a frequency vector ``theta`` (shape ``(d/2,)``, pair 0 fastest) can replace
+  ``base`` and ``p`` everywhere: p-RoPE, partial rotary, truncated or
+  rescaled spectra are then one argument.
+
+One formula, one kernel: every form reads its frequencies from
+:func:`resolve_theta`, its angles from :func:`rotation_angles` (float64) and
+turns pairs with :func:`turn`, except the complex form, whose kernel is the
+complex product itself; so the forms cannot drift apart.
 
 Shapes used in the docstrings:
 
@@ -26,20 +34,39 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
-from typing import Literal
 
 import torch
 
 from rope_lessons._checks import (
+    LAYOUTS,
+    Layout,
     check_base,
     check_even_dim,
     check_features,
     check_fraction,
     check_layout,
     check_positions,
+    check_theta,
 )
 
-Layout = Literal["interleaved", "half"]
+__all__ = [
+    "LAYOUTS",
+    "Layout",
+    "apply_rope",
+    "apply_rope_complex",
+    "apply_rope_loop",
+    "cos_sin",
+    "frequencies",
+    "layout_permutation",
+    "resolve_theta",
+    "rotate",
+    "rotate_complex",
+    "rotating_pairs",
+    "rotation_angles",
+    "rotation_matrix",
+    "score_at_distance",
+    "turn",
+]
 
 
 def rotating_pairs(dim: int, p: float = 1.0) -> int:
@@ -67,7 +94,7 @@ def frequencies(
 
     Args:
         dim: the feature dimension ``d`` (even).
-        base: the base of the geometric sequence (10000 in RoFormer).
+        base: the base of the geometric sequence (10000 in RoFormer), > 1.
         p: fraction of pairs, counted from the highest frequency, that keep
             rotating; the others get frequency 0 (p-RoPE). ``p=1`` is plain RoPE.
         dtype: float64 by default so that it can serve as a reference.
@@ -84,19 +111,58 @@ def frequencies(
     return theta.to(dtype)
 
 
+def resolve_theta(
+    dim: int, base: float = 10000.0, p: float = 1.0, theta: torch.Tensor | None = None
+) -> torch.Tensor:
+    """The frequency vector every form uses: ``theta`` if given, else :func:`frequencies`.
+
+    Args:
+        dim: the feature dimension ``d`` (even).
+        base, p: as in :func:`frequencies`; ignored when ``theta`` is given.
+        theta: custom per-pair frequencies ``(d/2,)``, finite and >= 0, in the
+            order of :func:`frequencies` (pair 0 fastest); a zero leaves that
+            pair unrotated.
+
+    Returns:
+        float64 tensor ``(d/2,)`` on the CPU.
+    """
+    dim = check_even_dim(dim)
+    if theta is None:
+        return frequencies(dim, base, p=p)
+    return check_theta(theta, dim).detach().to("cpu", torch.float64)
+
+
+@lru_cache(maxsize=256)
+def _ladder_key(dim: int, base: float, p: float) -> tuple[float, ...]:
+    return tuple(frequencies(dim, base, p=p).tolist())
+
+
+def _theta_key(dim: int, base: float, p: float, theta: torch.Tensor | None) -> tuple[float, ...]:
+    """A hashable copy of the frequency vector, the key of the table caches."""
+    if theta is None:
+        return _ladder_key(check_even_dim(dim), check_base(base), check_fraction(p))
+    return tuple(resolve_theta(dim, base, p, theta).tolist())
+
+
+def _angle_dtype(device: torch.device) -> torch.dtype:
+    """float64 wherever the device has it (Apple's MPS does not)."""
+    return torch.float32 if device.type == "mps" else torch.float64
+
+
 def rotation_angles(
     positions: torch.Tensor,
     dim: int,
     base: float = 10000.0,
     *,
     p: float = 1.0,
+    theta: torch.Tensor | None = None,
     dtype: torch.dtype = torch.float64,
 ) -> torch.Tensor:
     r"""The angles :math:`m\,\theta_k` for every position ``m`` in ``positions``.
 
     Args:
         positions: integer tensor of any shape ``(...,)``.
-        dim, base, p: as in :func:`frequencies`.
+        dim, base, p, theta: as in :func:`resolve_theta`.
         dtype: the dtype in which the product is computed and returned.
             The course's precision chapter varies it; the default float64 is
             exact enough to be a reference for positions up to about 1e12.
@@ -104,10 +170,20 @@ def rotation_angles(
     Returns:
         Tensor of shape ``(..., d/2)``.
     """
-    if not isinstance(positions, torch.Tensor) or positions.is_floating_point():
-        raise TypeError("positions must be an integer torch.Tensor")
-    theta = frequencies(dim, base, p=p, dtype=dtype, device=positions.device)
-    return positions.to(dtype).unsqueeze(-1) * theta  # (..., d/2)
+    positions = check_positions(positions)
+    freqs = resolve_theta(dim, base, p, theta).to(positions.device, dtype)
+    return positions.to(dtype).unsqueeze(-1) * freqs  # (..., d/2)
+
+
+def turn(
+    x1: torch.Tensor, x2: torch.Tensor, cos: torch.Tensor | float, sin: torch.Tensor | float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""The rotation kernel: :math:`(x_1, x_2) \mapsto (x_1\cos - x_2\sin,\; x_1\sin + x_2\cos)`.
+
+    Every real form of RoPE (elementwise, loop, matrix) turns its pairs here.
+    Works on tensors of any broadcastable shapes; the angle may be a Python float.
+    """
+    return x1 * cos - x2 * sin, x1 * sin + x2 * cos
 
 
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: Layout) -> torch.Tensor:
@@ -124,13 +200,19 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: Layout
         Tensor of shape ``(..., T, d)``, in the dtype of ``x``, ``cos`` and
         ``sin`` promoted together.
     """
+    x = check_features(x)
+    layout = check_layout(layout)
     half = x.shape[-1] // 2
+    if cos.shape[-1] != half or sin.shape[-1] != half:
+        raise ValueError(
+            f"cos and sin must have d/2 = {half} entries in their last dimension, "
+            f"got cos {tuple(cos.shape)} and sin {tuple(sin.shape)}"
+        )
     if layout == "interleaved":
-        x1, x2 = x[..., 0::2], x[..., 1::2]  # (..., T, d/2) each
-        out1, out2 = x1 * cos - x2 * sin, x1 * sin + x2 * cos
+        out1, out2 = turn(x[..., 0::2], x[..., 1::2], cos, sin)  # (..., T, d/2) each
         return torch.stack((out1, out2), dim=-1).flatten(-2)  # (..., T, d)
-    x1, x2 = x[..., :half], x[..., half:]  # (..., T, d/2) each
-    return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
+    out1, out2 = turn(x[..., :half], x[..., half:], cos, sin)
+    return torch.cat((out1, out2), dim=-1)
 
 
 def rotate_complex(x: torch.Tensor, phase: torch.Tensor) -> torch.Tensor:
@@ -154,53 +236,50 @@ def rotate_complex(x: torch.Tensor, phase: torch.Tensor) -> torch.Tensor:
     return torch.view_as_real(torch.view_as_complex(pairs) * phase).flatten(-2)
 
 
-def _angle_dtype(device: torch.device) -> torch.dtype:
-    """float64 wherever the device has it (Apple's MPS does not)."""
-    return torch.float32 if device.type == "mps" else torch.float64
-
-
-@lru_cache(maxsize=64)
-def _cached_cos_sin(
-    seq_len: int,
-    dim: int,
-    base: float,
-    p: float,
-    device: torch.device,
-    dtype: torch.dtype,
+def _cos_sin_from_angles(
+    angles: torch.Tensor, dtype: torch.dtype
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos and sin tables ``(T, d/2)`` for positions ``0 .. T-1``, built once."""
-    positions = torch.arange(seq_len, device=device)
-    angles = rotation_angles(positions, dim, base, p=p, dtype=_angle_dtype(device))
+    """cos and sin of float64 (or float32 on MPS) angles, rounded only at the end."""
     return angles.cos().to(dtype), angles.sin().to(dtype)
 
 
 @lru_cache(maxsize=64)
+def _cached_cos_sin(
+    seq_len: int, theta_key: tuple[float, ...], device: torch.device, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin tables ``(T, d/2)`` for positions ``0 .. T-1``, built once.
+
+    Never handed to callers: :func:`cos_sin` returns copies, so no caller can
+    write into the cache.
+    """
+    theta = torch.tensor(theta_key, dtype=_angle_dtype(device), device=device)
+    positions = torch.arange(seq_len, device=device, dtype=theta.dtype)
+    return _cos_sin_from_angles(positions.unsqueeze(-1) * theta, dtype)
+
+
+@lru_cache(maxsize=64)
 def _cached_phase(
-    seq_len: int,
-    dim: int,
-    base: float,
-    p: float,
-    device: torch.device,
-    dtype: torch.dtype,
+    seq_len: int, theta_key: tuple[float, ...], device: torch.device, dtype: torch.dtype
 ) -> torch.Tensor:
     r"""The complex table :math:`e^{i m\theta_k}`, ``(T, d/2)``, built once."""
-    return torch.complex(*_cached_cos_sin(seq_len, dim, base, p, device, dtype))
+    return torch.complex(*_cached_cos_sin(seq_len, theta_key, device, dtype))
 
 
 def cos_sin(
-    leading_shape: torch.Size,
+    leading_shape: torch.Size | tuple[int, ...],
     dim: int,
     positions: torch.Tensor | None = None,
     *,
     base: float = 10000.0,
     p: float = 1.0,
+    theta: torch.Tensor | None = None,
     device: torch.device | str = "cpu",
     dtype: torch.dtype = torch.float32,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Cosine and sine tables for features whose shape is ``leading_shape + (d,)``.
 
     With ``positions=None`` the positions are ``0 .. T-1`` and the tables come
-    from a cache, so a model pays for them once per length. Explicit positions
+    from a cache (this function returns copies of them). Explicit positions
     are computed afresh. Angles are formed in float64 (float32 on MPS) and only
     then rounded to ``dtype``.
 
@@ -210,10 +289,17 @@ def cos_sin(
     dim = check_even_dim(dim)
     device = torch.device(device)
     if positions is None:
-        return _cached_cos_sin(leading_shape[-1], dim, base, p, device, dtype)
-    positions = check_positions(positions, leading_shape).to(device)
-    angles = rotation_angles(positions, dim, base, p=p, dtype=_angle_dtype(device))
-    return angles.cos().to(dtype), angles.sin().to(dtype)
+        key = _theta_key(dim, base, p, theta)
+        cos, sin = _cached_cos_sin(int(leading_shape[-1]), key, device, dtype)
+        return cos.clone(), sin.clone()
+    positions = check_positions(positions, torch.Size(leading_shape)).to(device)
+    angles = rotation_angles(positions, dim, base, p=p, theta=theta, dtype=_angle_dtype(device))
+    return _cos_sin_from_angles(angles, dtype)
+
+
+def _compute_dtype(x: torch.Tensor) -> torch.dtype:
+    """float64 for float64 input, float32 for every narrower float."""
+    return torch.float64 if x.dtype == torch.float64 else torch.float32
 
 
 def apply_rope(
@@ -223,6 +309,7 @@ def apply_rope(
     base: float = 10000.0,
     layout: Layout = "interleaved",
     p: float = 1.0,
+    theta: torch.Tensor | None = None,
 ) -> torch.Tensor:
     r"""Rotate the last dimension of ``x`` by :math:`R_m` at each position ``m``.
 
@@ -230,32 +317,97 @@ def apply_rope(
         x: features of shape ``(..., T, d)``, ``d`` even, any floating dtype.
         positions: integer tensor broadcastable to ``(..., T)``; defaults to
             ``arange(T)``. Negative positions are allowed: ``R_{-m} = R_m^T``.
-        base: frequency base (10000 by default).
+        base: frequency base (10000 by default), > 1.
         layout: ``"interleaved"`` (pairs ``2k, 2k+1``) or ``"half"`` (pairs
             ``k, k + d/2``).
         p: fraction of the highest frequencies that rotate (p-RoPE); the other
             pairs pass through unchanged. ``p=1`` is plain RoPE.
+        theta: custom per-pair frequencies ``(d/2,)`` (see :func:`resolve_theta`);
+            overrides ``base`` and ``p``.
 
     Returns:
-        Tensor of the shape and dtype of ``x``. The arithmetic runs in float32
-        (float64 when ``x`` is float64), whatever the dtype of ``x``.
+        Tensor of the shape and dtype of ``x``. The angles are formed in
+        float64, the rotation runs in float32 (float64 when ``x`` is float64)
+        whatever the dtype of ``x``, and only the result is rounded to it.
     """
     x = check_features(x)
-    layout = check_layout(layout)  # type: ignore[assignment]
-    base = check_base(base)
-    p = check_fraction(p)
+    layout = check_layout(layout)
     dim = x.shape[-1]
-    compute_dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
+    compute_dtype = _compute_dtype(x)
     x_compute = x.to(compute_dtype)
-    if layout == "interleaved" and positions is None:
-        phase = _cached_phase(x.shape[-2], dim, base, p, x.device, compute_dtype)
-        return rotate_complex(x_compute, phase).to(x.dtype)
-    cos, sin = cos_sin(
-        x.shape[:-1], dim, positions, base=base, p=p, device=x.device, dtype=compute_dtype
-    )
+    if positions is None:
+        key = _theta_key(dim, check_base(base), check_fraction(p), theta)
+        if layout == "interleaved":
+            phase = _cached_phase(x.shape[-2], key, x.device, compute_dtype)
+            return rotate_complex(x_compute, phase).to(x.dtype)
+        cos, sin = _cached_cos_sin(x.shape[-2], key, x.device, compute_dtype)
+    else:
+        cos, sin = cos_sin(
+            x.shape[:-1],
+            dim,
+            positions,
+            base=base,
+            p=p,
+            theta=theta,
+            device=x.device,
+            dtype=compute_dtype,
+        )
     if layout == "interleaved":
         return rotate_complex(x_compute, torch.complex(cos, sin)).to(x.dtype)
     return rotate(x_compute, cos, sin, layout).to(x.dtype)
+
+
+def score_at_distance(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    distances: torch.Tensor,
+    *,
+    base: float = 10000.0,
+    layout: Layout = "interleaved",
+    p: float = 1.0,
+    theta: torch.Tensor | None = None,
+) -> torch.Tensor:
+    r"""The rotary score of a query and a key ``r`` positions before it, for every ``r``.
+
+    :math:`\langle R_m q, R_{m-r} k\rangle = q^\top R_{-r} k` does not depend
+    on ``m``. Reading pair ``j`` as complex numbers :math:`z^q_j, z^k_j`, it is
+    :math:`\sum_j \operatorname{Re}\big(z^q_j \overline{z^k_j} e^{i r\theta_j}\big)
+    = \sum_j A_j \cos r\theta_j - B_j \sin r\theta_j`, with
+    :math:`A_j = q_1k_1 + q_2k_2` and :math:`B_j = q_2k_1 - q_1k_2`. It is
+    computed in float64 (exact for ``r`` up to 1e6 and beyond); there is no
+    :math:`1/\sqrt d` scale.
+
+    Args:
+        q, k: queries and keys ``(..., d)``, broadcastable against each other.
+        distances: integer tensor ``(R,)`` of distances ``r >= 0``.
+        base, layout, p, theta: as in :func:`apply_rope`.
+
+    Returns:
+        float64 tensor ``(..., R)``.
+    """
+    q = check_features(q.unsqueeze(-2) if isinstance(q, torch.Tensor) else q, "q")
+    k = check_features(k.unsqueeze(-2) if isinstance(k, torch.Tensor) else k, "k")
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            f"q and k must have the same last dimension, got {q.shape[-1]} and {k.shape[-1]}"
+        )
+    layout = check_layout(layout)
+    distances = check_positions(distances, name="distances")
+    if distances.ndim != 1:
+        raise ValueError(f"distances must be 1-D (R,), got shape {tuple(distances.shape)}")
+    if bool((distances < 0).any()):
+        raise ValueError("distances must be >= 0 (the key r positions before the query)")
+    dim = q.shape[-1]
+    half = dim // 2
+    q, k = q[..., 0, :].double(), k[..., 0, :].double()  # (..., d)
+    if layout == "interleaved":
+        q1, q2, k1, k2 = q[..., 0::2], q[..., 1::2], k[..., 0::2], k[..., 1::2]
+    else:
+        q1, q2, k1, k2 = q[..., :half], q[..., half:], k[..., :half], k[..., half:]
+    real = q1 * k1 + q2 * k2  # (..., d/2)
+    imag = q2 * k1 - q1 * k2  # (..., d/2)
+    angles = rotation_angles(distances.to(q.device), dim, base, p=p, theta=theta)  # (R, d/2)
+    return real @ angles.cos().T - imag @ angles.sin().T  # (..., R)
 
 
 def rotation_matrix(
@@ -264,26 +416,30 @@ def rotation_matrix(
     base: float = 10000.0,
     *,
     p: float = 1.0,
+    theta: torch.Tensor | None = None,
     dtype: torch.dtype = torch.float64,
 ) -> torch.Tensor:
     r"""The explicit block-diagonal matrix :math:`R_m` (interleaved layout).
 
     Block ``k`` sits on rows and columns ``2k, 2k+1`` and is
     :math:`\begin{pmatrix}\cos m\theta_k & -\sin m\theta_k\\
-    \sin m\theta_k & \cos m\theta_k\end{pmatrix}`. Meant for teaching and
-    testing: applying it costs ``O(d^2)`` against ``O(d)`` for :func:`apply_rope`.
+    \sin m\theta_k & \cos m\theta_k\end{pmatrix}`: the columns are
+    :func:`turn` applied to the unit vectors. Meant for teaching and testing:
+    applying it costs ``O(d^2)`` against ``O(d)`` for :func:`apply_rope`.
 
     Returns:
         Tensor of shape ``(d, d)``.
     """
     if isinstance(position, bool) or not isinstance(position, int):
         raise TypeError(f"position must be an int, got {type(position).__name__}")
-    angles = rotation_angles(torch.tensor(position), dim, base, p=p)  # (d/2,)
+    angles = rotation_angles(torch.tensor(position), dim, base, p=p, theta=theta)  # (d/2,)
     cos, sin = angles.cos(), angles.sin()
-    blocks = torch.stack(
-        (torch.stack((cos, -sin), -1), torch.stack((sin, cos), -1)), -2
-    )  # (d/2, 2, 2)
-    return torch.block_diag(*blocks).to(dtype)
+    ones, zeros = torch.ones_like(cos), torch.zeros_like(cos)
+    first_column = torch.stack(turn(ones, zeros, cos, sin), -1)  # (d/2, 2): image of e_1
+    second_column = torch.stack(turn(zeros, ones, cos, sin), -1)  # (d/2, 2): image of e_2
+    blocks = torch.stack((first_column, second_column), -1)  # (d/2, 2, 2)
+    matrix: torch.Tensor = torch.block_diag(*blocks.unbind(0))  # (d, d)
+    return matrix.to(dtype)
 
 
 def layout_permutation(dim: int) -> torch.Tensor:
@@ -311,21 +467,25 @@ def apply_rope_complex(
     *,
     base: float = 10000.0,
     p: float = 1.0,
+    theta: torch.Tensor | None = None,
 ) -> torch.Tensor:
     r"""RoPE as complex multiplication (interleaved layout, the Meta Llama form).
 
     Pair ``k`` is read as the complex number :math:`z_k = x_{2k} + i\,x_{2k+1}`
-    and multiplied by :math:`e^{i m \theta_k}`.
+    and multiplied by :math:`e^{i m \theta_k}`, built with ``torch.polar`` from
+    float64 angles on every call (Meta builds a table once; see
+    :func:`apply_rope` for the cached path).
 
     Args, Returns: as :func:`apply_rope` with ``layout="interleaved"``.
     """
     x = check_features(x)
-    compute_dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
+    compute_dtype = _compute_dtype(x)
     if positions is None:
         positions = torch.arange(x.shape[-2], device=x.device)
     positions = check_positions(positions, x.shape[:-1])
-    angles = rotation_angles(positions, x.shape[-1], base, p=p).to(compute_dtype)
-    phase = torch.polar(torch.ones_like(angles), angles)  # (..., T, d/2) complex
+    angles = rotation_angles(positions, x.shape[-1], base, p=p, theta=theta)  # float64
+    complex_dtype = torch.complex128 if compute_dtype == torch.float64 else torch.complex64
+    phase = torch.polar(torch.ones_like(angles), angles).to(complex_dtype)
     pairs = x.to(compute_dtype).unflatten(-1, (-1, 2))  # (..., T, d/2, 2)
     rotated = torch.view_as_complex(pairs.contiguous()) * phase
     return torch.view_as_real(rotated).flatten(-2).to(x.dtype)  # (..., T, d)
@@ -336,12 +496,15 @@ def apply_rope_loop(
     positions: torch.Tensor | None = None,
     *,
     base: float = 10000.0,
+    p: float = 1.0,
+    theta: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """RoPE written as a plain Python loop over positions and pairs.
 
     The slow, obviously-correct version (interleaved layout): one scalar angle
-    per (position, pair), computed with :mod:`math`. It exists to be timed
-    against the vectorised forms; never use it in a model.
+    per (position, pair), from the same frequencies as every other form and
+    turned by the same :func:`turn`, in Python floats (float64). It exists to be
+    timed against the vectorised forms; never use it in a model.
 
     Args:
         x: features ``(..., T, d)``.
@@ -351,18 +514,17 @@ def apply_rope_loop(
         Tensor of the shape and dtype of ``x``.
     """
     x = check_features(x)
-    base = check_base(base)
     seq_len, dim = x.shape[-2], x.shape[-1]
+    freqs = resolve_theta(dim, base, p, theta).tolist()
     if positions is None:
         positions = torch.arange(seq_len)
     positions = check_positions(positions, x.shape[-2:-1])
     out = torch.empty_like(x)
     for t in range(seq_len):
         m = int(positions[t])
-        for k in range(dim // 2):
-            angle = m * base ** (-2 * k / dim)
-            c, s = math.cos(angle), math.sin(angle)
-            x1, x2 = x[..., t, 2 * k], x[..., t, 2 * k + 1]
-            out[..., t, 2 * k] = x1 * c - x2 * s
-            out[..., t, 2 * k + 1] = x1 * s + x2 * c
+        for k, freq in enumerate(freqs):
+            c, s = math.cos(m * freq), math.sin(m * freq)
+            out[..., t, 2 * k], out[..., t, 2 * k + 1] = turn(
+                x[..., t, 2 * k].double(), x[..., t, 2 * k + 1].double(), c, s
+            )
     return out

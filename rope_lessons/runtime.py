@@ -30,11 +30,39 @@ PRESETS = ("cpu", "gpu")
 Settings = TypeVar("Settings")
 
 
+def check_device(device: torch.device | str, name: str = "device") -> torch.device:
+    """``device`` as a :class:`torch.device`, if PyTorch can use it here.
+
+    Raises:
+        ValueError: if ``device`` is not a device name, or names CUDA on a
+            machine without a usable CUDA GPU (or a GPU index it lacks).
+    """
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(
+            f"{name} must name a torch device such as 'cpu' or 'cuda', got {device!r}"
+        ) from None
+    if parsed.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(
+                f"{name} is {str(parsed)!r} but CUDA is not available on this machine "
+                f"(torch {torch.__version__}); use 'cpu'"
+            )
+        if parsed.index is not None and parsed.index >= torch.cuda.device_count():
+            raise ValueError(
+                f"{name} is {str(parsed)!r} but this machine has "
+                f"{torch.cuda.device_count()} CUDA device(s)"
+            )
+    return parsed
+
+
 def choose_device() -> torch.device:
-    """``$ROPE_LESSONS_DEVICE`` if set, else CUDA when available, else the CPU."""
+    """``$ROPE_LESSONS_DEVICE`` if set (checked: see :func:`check_device`), else CUDA
+    when available, else the CPU."""
     forced = os.environ.get(DEVICE_ENV)
     if forced:
-        return torch.device(forced)
+        return check_device(forced, DEVICE_ENV)
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 

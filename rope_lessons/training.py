@@ -10,8 +10,9 @@ from __future__ import annotations
 import math
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from itertools import cycle
 
 import torch
 import torch.nn.functional as F
@@ -44,28 +45,46 @@ def running_mean(values: torch.Tensor, window: int) -> torch.Tensor:
 
 
 @dataclass(frozen=True)
+class Metrics:
+    """Held-out metrics over the scored positions.
+
+    Attributes:
+        loss: mean cross-entropy (nats).
+        accuracy: share of argmax predictions over the whole vocabulary that
+            equal the target.
+        answer_accuracy: for a task with a fixed answer set (e.g. ``A`` and
+            ``B`` of :class:`~rope_lessons.synthetic.WhichFirst`), the share of
+            positions where the target has the highest logit *among the
+            answers*: the answers scored against each other. ``None`` otherwise.
+        neither: for such a task, the share of positions whose argmax over the
+            whole vocabulary is none of the answers. ``None`` otherwise.
+    """
+
+    loss: float
+    accuracy: float
+    answer_accuracy: float | None = None
+    neither: float | None = None
+
+
+@dataclass(frozen=True)
 class TrainResult:
     """What a training run produced.
 
     Attributes:
         losses: the training loss at every step.
         wall_seconds: time spent in the loop.
+        curve: validation metrics keyed by the number of steps done, every
+            ``eval_every`` steps and after the last step (empty if
+            :func:`train` was given no validation sampler).
     """
 
     losses: list[float]
     wall_seconds: float
+    curve: dict[int, Metrics] = field(default_factory=dict)
 
     def smoothed(self, window: int = 20) -> list[float]:
         """Running mean of the losses over the last ``window`` steps (see :func:`running_mean`)."""
         return running_mean(torch.tensor(self.losses, dtype=torch.float64), window).tolist()
-
-
-@dataclass(frozen=True)
-class Metrics:
-    """Mean loss and accuracy over the scored positions."""
-
-    loss: float
-    accuracy: float
 
 
 def masked_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -97,6 +116,10 @@ def train(
     grad_clip: float = 1.0,
     progress: bool = True,
     desc: str = "training",
+    validation: Callable[[], Batch] | None = None,
+    eval_every: int | None = None,
+    eval_batches: int = 4,
+    answers: Sequence[int] | None = None,
 ) -> TrainResult:
     """Train ``model`` on batches from ``sample_batch`` for ``steps`` steps.
 
@@ -110,11 +133,26 @@ def train(
         grad_clip: maximum global gradient norm.
         progress: show a progress bar on standard error.
         desc: the progress bar's label.
+        validation: a sampler of held-out batches (e.g. ``batch_sampler(...,
+            split="val")``). ``eval_batches`` batches are drawn from it once,
+            before training, and the model is evaluated on those same batches
+            every ``eval_every`` steps and after the last step. Evaluation
+            does not touch the training stream or the optimiser, so the
+            training losses are the same with or without it.
+        eval_every: steps between evaluations; default: only after the last step.
+        eval_batches: how many validation batches.
+        answers: the task's fixed answer set, passed to :func:`evaluate`.
 
     Returns:
-        A :class:`TrainResult` with the loss of every step.
+        A :class:`TrainResult` with the loss of every step and the validation curve.
     """
     check_positive_int(steps, "steps")
+    if eval_every is not None:
+        check_positive_int(eval_every, "eval_every")
+        if validation is None:
+            raise ValueError("eval_every needs a validation sampler (validation=...)")
+    held_out = [] if validation is None else fixed_batches(validation, eval_batches)
+    curve: dict[int, Metrics] = {}
     warmup = max(1, steps // 10) if warmup is None else warmup
     optimiser = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     model.train()
@@ -132,8 +170,19 @@ def train(
         optimiser.step()
         losses.append(loss.item())
         bar.set_postfix(loss=f"{losses[-1]:.3f}", refresh=False)
+        done = step + 1
+        if held_out and (done == steps or (eval_every is not None and done % eval_every == 0)):
+            curve[done] = evaluate(
+                model, cycle(held_out).__next__, batches=len(held_out), answers=answers
+            )
+            model.train()
     model.eval()
-    return TrainResult(losses=losses, wall_seconds=time.perf_counter() - start)
+    return TrainResult(losses=losses, wall_seconds=time.perf_counter() - start, curve=curve)
+
+
+def fixed_batches(sample_batch: Callable[[], Batch], batches: int) -> list[Batch]:
+    """Draw ``batches`` batches once, to evaluate on the same data again and again."""
+    return [sample_batch() for _ in range(check_positive_int(batches, "batches"))]
 
 
 @torch.no_grad()
@@ -142,22 +191,65 @@ def evaluate(
     sample_batch: Callable[[], Batch],
     *,
     batches: int = 8,
+    answers: Sequence[int] | None = None,
 ) -> Metrics:
     """Mean loss and accuracy of ``model`` over ``batches`` batches.
 
-    Accuracy counts argmax predictions over scored positions only.
+    Accuracy counts argmax predictions over the whole vocabulary, at scored
+    positions only. With ``answers`` (a task's fixed answer set, e.g.
+    ``(WhichFirst.A, WhichFirst.B)``) it also scores the answers against each
+    other and counts predictions that are none of them (see :class:`Metrics`).
+
+    Raises:
+        ValueError: if no position is scored, if a target lies outside
+            ``answers``, or if the model's logits are not finite (a metric is
+            never NaN).
     """
     check_positive_int(batches, "batches")
+    answer_ids = None if answers is None else check_answers(answers)
     model.eval()
-    total_loss, correct, scored = 0.0, 0, 0
+    total_loss, correct, answer_correct, neither, scored = 0.0, 0, 0, 0, 0
     for _ in range(batches):
         tokens, targets = sample_batch()
-        logits = model(tokens)
+        logits = model(tokens)  # (B, T, V)
         mask = targets != IGNORE
-        n = int(mask.sum())
-        total_loss += masked_cross_entropy(logits, targets).item() * n
-        correct += int((logits.argmax(-1) == targets)[mask].sum())
-        scored += n
+        if not bool(mask.any()):
+            continue
+        scored_logits, scored_targets = logits[mask], targets[mask]  # (N, V), (N,)
+        if not bool(torch.isfinite(scored_logits).all()):
+            raise ValueError(
+                "the model's logits are not finite (NaN or inf): did training diverge?"
+            )
+        total_loss += F.cross_entropy(scored_logits, scored_targets, reduction="sum").item()
+        predictions = scored_logits.argmax(-1)
+        correct += int((predictions == scored_targets).sum())
+        scored += int(mask.sum())
+        if answer_ids is not None:
+            answer_ids = answer_ids.to(targets.device)
+            is_answer = scored_targets[:, None] == answer_ids  # (N, answers)
+            if not bool(is_answer.any(-1).all()):
+                raise ValueError(f"answers {answers} do not contain every scored target")
+            best_answer = answer_ids[scored_logits[:, answer_ids].argmax(-1)]
+            answer_correct += int((best_answer == scored_targets).sum())
+            neither += int((~torch.isin(predictions, answer_ids)).sum())
     if scored == 0:
         raise ValueError("the batches contain no scored positions")
-    return Metrics(loss=total_loss / scored, accuracy=correct / scored)
+    if answer_ids is None:
+        return Metrics(loss=total_loss / scored, accuracy=correct / scored)
+    return Metrics(
+        loss=total_loss / scored,
+        accuracy=correct / scored,
+        answer_accuracy=answer_correct / scored,
+        neither=neither / scored,
+    )
+
+
+def check_answers(answers: Sequence[int]) -> torch.Tensor:
+    """``answers`` as a long tensor, if it is a sequence of at least two distinct token ids."""
+    values = list(answers)
+    if len(values) < 2 or len(set(values)) != len(values):
+        raise ValueError(f"answers must hold at least two distinct token ids, got {answers!r}")
+    for value in values:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise TypeError(f"answers must be non-negative ints, got {answers!r}")
+    return torch.tensor(values, dtype=torch.long)

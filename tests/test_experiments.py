@@ -1,22 +1,39 @@
-"""Experiment runner: runs repeat for a seed, summaries are right, lengths are honoured."""
+"""Experiment runner: runs repeat for a seed, held-out data is held out, summaries are right."""
 
 from __future__ import annotations
 
-import pytest
+import dataclasses
+import json
+import math
 
+import pytest
+import torch
+from torch import nn
+
+from rope_lessons.corpus import CharCorpus
 from rope_lessons.experiments import (
+    EVAL_SEED_OFFSET,
+    RunResult,
     accuracy_by_length,
+    compare_paired,
+    make_run,
+    metric,
+    metric_by_length,
     order_run,
     run_once,
     run_seeds,
     summarise,
 )
+from rope_lessons.model import TinyTransformer
+from rope_lessons.synthetic import IGNORE, CopyAtLag, WhichFirst, batch_sampler
+from rope_lessons.training import Metrics, evaluate, train
 
 
 def test_summary_statistics() -> None:
     s = summarise([1.0, 2.0, 3.0])
     assert (s.mean, s.low, s.high, s.n) == (2.0, 1.0, 3.0, 3)
     assert s.std == pytest.approx(1.0)
+    assert s.sem == pytest.approx(1.0 / math.sqrt(3))
     assert summarise([0.5]).std == 0.0
     with pytest.raises(ValueError, match="at least one"):
         summarise([])
@@ -35,6 +52,192 @@ def test_learned_positions_skip_lengths_beyond_their_table() -> None:
     assert sorted(accuracy_by_length(results)) == [16]
 
 
-def test_order_run_overrides_model_fields() -> None:
+def test_order_run_overrides_model_fields_and_names_them_in_the_label() -> None:
     run = order_run("rope", causal=True, rope="vo", steps=1)
-    assert run.model.rope == "vo" and run.model.causal and run.label == "rope, causal"
+    assert run.model.rope == "vo" and run.model.causal
+    assert run.label == "rope, causal, rope=vo"
+    assert order_run("rope").label != order_run("rope", rope="vo").label
+
+
+def test_the_order_task_is_evaluated_on_the_validation_stream_of_each_length() -> None:
+    """The held-out batches are those of seed EVAL_SEED_OFFSET + length, as chapters 1-3 print."""
+    run = order_run("none", steps=2)
+    result = run_once(run, seed=0, progress=False)
+    torch.manual_seed(0)
+    model = TinyTransformer(run.model)
+    train(model, batch_sampler(run.data, 32, 16, seed=0), steps=2, progress=False)
+    by_hand = evaluate(
+        model,
+        batch_sampler(run.data, 256, 32, seed=EVAL_SEED_OFFSET + 32),
+        batches=4,
+        answers=(WhichFirst.A, WhichFirst.B),
+    )
+    assert result.metrics[32] == by_hand
+
+
+def test_evaluating_during_training_changes_nothing_and_ends_at_the_final_metrics() -> None:
+    plain = order_run("rope", steps=6)
+    watched = dataclasses.replace(plain, eval_every=2)
+    a = run_once(plain, seed=1, progress=False)
+    b = run_once(watched, seed=1, progress=False)
+    assert a.losses == b.losses and a.metrics == b.metrics
+    assert a.curve == {}
+    assert sorted(b.curve) == [2, 4, 6]
+    assert b.curve[6] == b.metrics[16]  # the same validation batches at the training length
+
+
+def test_a_corpus_run_reports_validation_numbers_not_training_numbers() -> None:
+    """Training text 'abab…', validation text 'cdcd…': a model that learned the training
+    text is near-perfect on it and useless on the validation text. A run that
+    scored training text would report the first; it must report the second."""
+    corpus = CharCorpus("ab" * 900 + "cd" * 100, val_fraction=0.1)
+    assert set(corpus.decode(corpus.splits["val"])) == {"c", "d"}
+    run = make_run(
+        "tiny",
+        corpus,
+        train_len=8,
+        eval_lens=(8,),
+        steps=40,
+        eval_every=20,
+        eval_batches=1,
+        dim=16,
+        n_heads=2,
+        n_layers=1,
+    )
+    result = run_once(run, seed=0, progress=False)
+    assert result.losses[-1] < 0.1  # it learned the training text
+    torch.manual_seed(0)
+    model = TinyTransformer(run.model)
+    train(model, batch_sampler(corpus, 32, 8, seed=0), steps=40, progress=False)
+    on_training_text = evaluate(model, batch_sampler(corpus, 256, 8, seed=8), batches=1)
+    assert on_training_text.accuracy > 0.9
+    assert result.metrics[8].accuracy < 0.1
+    assert result.curve[40] == result.metrics[8]
+    assert result.curve[20].accuracy < 0.1
+
+
+def test_make_run_builds_a_run_for_any_task() -> None:
+    run = make_run("lag 2", CopyAtLag(lag=2, vocab=5), train_len=8, eval_lens=(8, 16), steps=3)
+    assert run.model.vocab_size == 5
+    result = run_once(run, seed=0, progress=False)
+    assert sorted(result.metrics) == [8, 16]
+    assert result.metrics[8].answer_accuracy is None  # no fixed answer set
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "words"),
+    [
+        (
+            lambda: make_run("x", WhichFirst(), train_len=8, eval_lens=(8,), steps=1, vocab_size=5),
+            ValueError,
+            "vocab_size=5 is smaller than the data's vocabulary",
+        ),
+        (
+            lambda: make_run("", WhichFirst(), train_len=8, eval_lens=(8,), steps=1),
+            ValueError,
+            "label",
+        ),
+        (
+            lambda: make_run("x", WhichFirst(), train_len=2, eval_lens=(8,), steps=1),
+            ValueError,
+            "shorter than the data's minimum",
+        ),
+        (
+            lambda: make_run("x", WhichFirst(), train_len=8, eval_lens=[8], steps=0),
+            ValueError,
+            "steps",
+        ),
+        (
+            lambda: make_run(
+                "x", WhichFirst(), train_len=8, eval_lens=(8,), steps=1, analyse=lambda m, r, d: {}
+            ),
+            ValueError,
+            "module-level function",
+        ),
+        (lambda: run_once(order_run("none", steps=1), seed=-1), ValueError, "seed"),
+        (lambda: run_once(order_run("none", steps=1), seed=EVAL_SEED_OFFSET), ValueError, "seed"),
+    ],
+)
+def test_bad_runs_are_refused_with_the_argument_named(call, error, words: str) -> None:
+    with pytest.raises(error, match=words):
+        call()
+
+
+def test_cuda_asked_for_but_absent_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ValueError, match="CUDA is not available"):
+        run_once(order_run("none", steps=1), seed=0, device="cuda")
+    with pytest.raises(ValueError, match="must name a torch device"):
+        run_once(order_run("none", steps=1), seed=0, device="gpu")
+
+
+class FixedLogits(nn.Module):
+    """Returns the same logits at every position: ``(B, T) -> (B, T, V)``."""
+
+    def __init__(self, logits: list[float]) -> None:
+        super().__init__()
+        self.logits = torch.tensor(logits)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.logits.expand(*tokens.shape, -1)
+
+
+def fixed_batches(*batches: tuple[torch.Tensor, torch.Tensor]):
+    stream = iter(batches)
+    return lambda: next(stream)
+
+
+def test_two_answers_are_scored_against_each_other_and_neither_is_counted() -> None:
+    # Targets A, A, B (A = 0, B = 1); the model always prefers filler 3, then A.
+    targets = torch.tensor([[IGNORE, 0], [IGNORE, 0], [IGNORE, 1]])
+    tokens = torch.zeros_like(targets)
+    model = FixedLogits([2.0, 1.0, 0.0, 5.0])
+    m = evaluate(model, fixed_batches((tokens, targets)), batches=1, answers=(0, 1))
+    assert m.accuracy == 0.0  # the argmax is always the filler
+    assert m.neither == 1.0
+    assert m.answer_accuracy == pytest.approx(2 / 3)  # A beats B, right for two of three
+    expected_loss = -torch.log_softmax(torch.tensor([2.0, 1.0, 0.0, 5.0]), -1)[[0, 0, 1]].mean()
+    assert m.loss == pytest.approx(expected_loss.item(), rel=1e-6)
+    with pytest.raises(ValueError, match="do not contain every scored target"):
+        evaluate(model, fixed_batches((tokens, targets)), batches=1, answers=(0, 2))
+
+
+def test_evaluate_never_returns_nan() -> None:
+    """A batch without scored positions is skipped, not averaged in as NaN."""
+    scored = (torch.zeros(1, 2, dtype=torch.long), torch.tensor([[IGNORE, 1]]))
+    unscored = (torch.zeros(1, 2, dtype=torch.long), torch.full((1, 2), IGNORE))
+    model = FixedLogits([0.0, 1.0])
+    m = evaluate(model, fixed_batches(unscored, scored), batches=2)
+    assert not math.isnan(m.loss) and m.accuracy == 1.0
+    with pytest.raises(ValueError, match="no scored positions"):
+        evaluate(model, fixed_batches(unscored), batches=1)
+    with pytest.raises(ValueError, match="not finite"):
+        evaluate(FixedLogits([0.0, math.nan]), fixed_batches(scored), batches=1)
+
+
+def result(label: str, seed: int, accuracy: float) -> RunResult:
+    return RunResult(label, seed, [1.0], {16: Metrics(loss=1.0, accuracy=accuracy)})
+
+
+def test_paired_comparison_pairs_by_seed() -> None:
+    first = [result("a", 0, 0.5), result("a", 1, 0.6), result("a", 2, 0.7)]
+    second = [result("b", 2, 0.9), result("b", 0, 0.6), result("b", 1, 0.6)]
+    paired = compare_paired(first, second, metric(16))
+    assert paired.seeds == (0, 1, 2)
+    assert paired.differences == pytest.approx((0.1, 0.0, 0.2))
+    assert paired.summary.mean == pytest.approx(0.1)
+    assert paired.wins == 2
+    assert "b - a: +0.100" in str(paired)
+    with pytest.raises(ValueError, match="different seeds"):
+        compare_paired(first, second[:2], metric(16))
+    with pytest.raises(ValueError, match="was not evaluated at 32"):
+        compare_paired(first, second, metric(32))
+    with pytest.raises(ValueError, match="has no 'neither'"):
+        compare_paired(first, second, metric(16, "neither"))
+    assert metric_by_length(first)[16].mean == pytest.approx(0.6)
+
+
+def test_results_survive_a_json_round_trip() -> None:
+    run = dataclasses.replace(order_run("rope", steps=2), eval_every=1)
+    original = run_once(run, seed=0, progress=False)
+    assert RunResult.from_json(json.loads(json.dumps(original.to_json()))) == original

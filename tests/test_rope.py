@@ -10,6 +10,7 @@ from helpers import random_features
 from hypothesis import given
 from hypothesis import strategies as st
 
+import rope_lessons.rope as rope_module
 from rope_lessons.rope import (
     apply_rope,
     apply_rope_complex,
@@ -133,11 +134,18 @@ def test_position_zero_is_the_identity() -> None:
     torch.testing.assert_close(apply_rope(x, torch.zeros(7, dtype=torch.long)), x)
 
 
-def test_default_positions_are_arange_and_cached_tables_agree() -> None:
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_default_positions_are_arange_and_cached_tables_agree(layout: str) -> None:
+    """The cached path (no positions) against the matrix form, built afresh and from the cache."""
     x = random_features(2, 4, 9, 12)
-    explicit = apply_rope(x, torch.arange(9))
-    torch.testing.assert_close(apply_rope(x), explicit, rtol=0, atol=0)
-    torch.testing.assert_close(apply_rope(x), explicit, rtol=0, atol=0)  # from the cache
+    perm = layout_permutation(12) if layout == "half" else torch.arange(12)
+    matrices = torch.stack([rotation_matrix(m, 12)[perm][:, perm] for m in range(9)])  # (T, d, d)
+    expected = (matrices @ x.unsqueeze(-1)).squeeze(-1)
+    rope_module._cached_cos_sin.cache_clear()
+    rope_module._cached_phase.cache_clear()
+    for _ in ("built", "cached"):
+        out = apply_rope(x, layout=layout)  # type: ignore[arg-type]
+        torch.testing.assert_close(out, expected, rtol=1e-12, atol=1e-12)
 
 
 def test_positions_broadcast_over_batch_and_heads() -> None:
