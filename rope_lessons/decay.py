@@ -30,10 +30,10 @@ from typing import NamedTuple
 import torch
 
 from rope_lessons._checks import (
-    check_base,
     check_even_dim,
     check_features,
     check_layout,
+    check_positions,
     check_positive_int,
 )
 from rope_lessons.attention import rotate_inputs
@@ -42,11 +42,8 @@ from rope_lessons.rope import Layout, apply_rope, frequencies, score_at_distance
 
 
 def _check_distances(distances: object) -> torch.Tensor:
-    """Return ``distances`` if it is an integer tensor of values >= 0."""
-    if not isinstance(distances, torch.Tensor):
-        raise TypeError(f"distances must be an integer torch.Tensor, got {type(distances).__name__}")
-    if distances.is_floating_point() or distances.is_complex() or distances.dtype == torch.bool:
-        raise TypeError(f"distances must have an integer dtype, got {distances.dtype}")
+    """Return ``distances`` as int64 if it is an integer tensor of values >= 0."""
+    distances = check_positions(distances, name="distances")
     if bool((distances < 0).any()):
         raise ValueError("distances must be >= 0 (a key r positions before the query)")
     return distances
@@ -101,7 +98,7 @@ def complex_pairs(x: torch.Tensor, layout: Layout = "interleaved") -> torch.Tens
         Complex tensor ``(..., d/2)``.
     """
     x = _check_vector(x, "x")
-    layout = check_layout(layout)  # type: ignore[assignment]
+    layout = check_layout(layout)
     half = x.shape[-1] // 2
     if layout == "interleaved":
         return torch.complex(x[..., 0::2], x[..., 1::2])
@@ -297,7 +294,7 @@ class DistanceProfile:
             keys over the batch and all positions.
         uniform_weight: the mean weight uniform attention would give (the same
             at every distance).
-        base, layout: the model's rotary settings.
+        base, layout, p, theta: the model's rotary settings.
     """
 
     distances: torch.Tensor
@@ -309,9 +306,11 @@ class DistanceProfile:
     uniform_weight: float
     base: float
     layout: Layout
+    p: float
+    theta: torch.Tensor | None
 
     def mean_vector_logit(self, distances: torch.Tensor | None = None) -> torch.Tensor:
-        r"""The rotary logit of the mean query and mean key, :math:`\bar q^\top R_{-r} \bar k / \sqrt D`.
+        r"""The rotary logit of the mean query and key, :math:`\bar q^\top R_{-r} \bar k / \sqrt D`.
 
         The part of :attr:`logit` that the learned weights fix whatever the
         tokens: a query and key each split into its mean and a token-dependent
@@ -327,7 +326,13 @@ class DistanceProfile:
         """
         distances = self.distances if distances is None else distances
         scores = score_at_distance(
-            self.mean_query, self.mean_key, distances, base=self.base, layout=self.layout
+            self.mean_query,
+            self.mean_key,
+            distances,
+            base=self.base,
+            layout=self.layout,
+            p=self.p,
+            theta=self.theta,
         )
         return scores / math.sqrt(self.mean_query.shape[-1])
 
@@ -348,15 +353,19 @@ def distance_profile(
         A :class:`DistanceProfile`; every tensor float64 on the CPU.
     """
     cfg = model.config
-    if cfg.position != "rope" or not cfg.causal:
-        raise ValueError("distance_profile needs a causal model with position='rope'")
-    if not isinstance(tokens, torch.Tensor) or tokens.ndim != 2:
+    if cfg.position != "rope" or cfg.rope != "qk" or cfg.nope_layers or not cfg.causal:
+        raise ValueError(
+            "distance_profile needs a causal model with position='rope', rope='qk' "
+            "and no nope_layers"
+        )
+    if not isinstance(tokens, torch.Tensor) or tokens.ndim != 2 or tokens.is_floating_point():
         raise TypeError("tokens must be an integer tensor of shape (batch, seq)")
     seq_len = tokens.shape[1]
     max_distance = seq_len // 2 if max_distance is None else max_distance
     max_distance = check_positive_int(max_distance, "max_distance")
     if max_distance >= seq_len:
         raise ValueError(f"max_distance must be < seq = {seq_len}, got {max_distance}")
+    theta = None if cfg.rope_theta is None else torch.tensor(cfg.rope_theta, dtype=torch.float64)
     model.eval()
     layers_qkv = model.layer_qkv(tokens)
     _, weights = model.attention_maps(tokens)
@@ -370,18 +379,10 @@ def distance_profile(
         return matrix[..., queries[:, None], keys].double().mean(dim=(0, 2)).cpu()
 
     logit, weight, content, mean_query, mean_key = [], [], [], [], []
-    for layer, (qkv, layer_weights) in enumerate(zip(layers_qkv, weights, strict=True)):
+    for qkv, layer_weights in zip(layers_qkv, weights, strict=True):
         scale = math.sqrt(qkv.q.shape[-1])
-        rope = "nope" if layer in cfg.nope_layers else cfg.rope
         q_rot, k_rot, _ = rotate_inputs(
-            qkv.q,
-            qkv.k,
-            qkv.v,
-            rope=rope,
-            base=cfg.rope_base,
-            layout=cfg.rope_layout,
-            p=cfg.rope_p,
-            theta=None if cfg.rope_theta is None else torch.tensor(cfg.rope_theta),
+            *qkv, base=cfg.rope_base, layout=cfg.rope_layout, p=cfg.rope_p, theta=theta
         )
         logit.append(by_distance(q_rot @ k_rot.transpose(-2, -1) / scale))
         content.append(by_distance(qkv.q @ qkv.k.transpose(-2, -1) / scale))
@@ -397,8 +398,10 @@ def distance_profile(
         mean_query=torch.stack(mean_query),
         mean_key=torch.stack(mean_key),
         uniform_weight=uniform,
-        base=check_base(cfg.rope_base),
+        base=cfg.rope_base,
         layout=cfg.rope_layout,
+        p=cfg.rope_p,
+        theta=theta,
     )
 
 
@@ -419,5 +422,7 @@ def near_minus_far(
     size = curve.shape[-1]
     for name, (first, last) in (("near", near), ("far", far)):
         if not 0 <= first <= last < size:
-            raise ValueError(f"{name} must satisfy 0 <= first <= last < {size}, got {(first, last)}")
+            raise ValueError(
+                f"{name} must satisfy 0 <= first <= last < {size}, got {(first, last)}"
+            )
     return curve[..., near[0] : near[1] + 1].mean(-1) - curve[..., far[0] : far[1] + 1].mean(-1)
