@@ -24,6 +24,7 @@ sequence length; ``D`` a model's head dimension.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -37,8 +38,11 @@ from rope_lessons._checks import (
     check_positive_int,
 )
 from rope_lessons.attention import rotate_inputs
+from rope_lessons.corpus import CharCorpus
+from rope_lessons.experiments import Run, make_run
 from rope_lessons.model import TinyTransformer
 from rope_lessons.rope import Layout, apply_rope, frequencies, score_at_distance
+from rope_lessons.synthetic import batch_sampler
 
 
 def _check_distances(distances: object) -> torch.Tensor:
@@ -405,24 +409,124 @@ def distance_profile(
     )
 
 
-def near_minus_far(
-    curve: torch.Tensor, near: tuple[int, int], far: tuple[int, int]
-) -> torch.Tensor:
-    """Mean of ``curve`` over distances ``near`` minus its mean over ``far`` (inclusive ranges).
-
-    A one-number summary of decay: positive when short distances score higher.
+def span_mean(curve: torch.Tensor, span: tuple[int, int], name: str = "span") -> torch.Tensor:
+    """Mean of ``curve`` over the distances ``span = (first, last)``, both included.
 
     Args:
         curve: ``(..., R)`` indexed by distance ``0 .. R-1``.
-        near, far: ``(first, last)`` distances, inclusive, within ``0 .. R-1``.
+        span: ``(first, last)`` with ``0 <= first <= last < R``.
+        name: the argument's name in error messages.
 
     Returns:
         Tensor ``(...,)``.
     """
-    size = curve.shape[-1]
-    for name, (first, last) in (("near", near), ("far", far)):
-        if not 0 <= first <= last < size:
-            raise ValueError(
-                f"{name} must satisfy 0 <= first <= last < {size}, got {(first, last)}"
-            )
-    return curve[..., near[0] : near[1] + 1].mean(-1) - curve[..., far[0] : far[1] + 1].mean(-1)
+    first, last = span
+    if not 0 <= first <= last < curve.shape[-1]:
+        raise ValueError(f"{name} must satisfy 0 <= first <= last < {curve.shape[-1]}, got {span}")
+    return curve[..., first : last + 1].mean(-1)
+
+
+def near_minus_far(
+    curve: torch.Tensor, near: tuple[int, int], far: tuple[int, int]
+) -> torch.Tensor:
+    """Mean of ``curve`` over the distances ``near`` minus its mean over ``far``.
+
+    A one-number summary of decay: positive when short distances score higher.
+    """
+    return span_mean(curve, near, "near") - span_mean(curve, far, "far")
+
+
+def decay_summary(
+    profile: DistanceProfile, near: tuple[int, int] = (1, 4), far: tuple[int, int] | None = None
+) -> dict[str, torch.Tensor]:
+    """Per-head numbers that say whether, and through what, attention decays with distance.
+
+    Args:
+        profile: from :func:`distance_profile`.
+        near: distances averaged as "near" (default 1 to 4: the token itself,
+            distance 0, is often special and left out).
+        far: distances averaged as "far"; default the second half of the
+            profile's range, ``max_distance // 2 .. max_distance``.
+
+    Returns:
+        Four ``(L, H)`` float64 tensors: ``"logit"``, the near-minus-far drop
+        of the mean attention logit; ``"content"``, the same for the unrotated
+        score (positions removed); ``"mean_vector"``, the same for the rotary
+        logit of the mean query and key; ``"weight_ratio"``, the mean attention
+        weight near over far.
+    """
+    if far is None:
+        last = int(profile.distances[-1])
+        far = (last // 2, last)
+    return {
+        "logit": near_minus_far(profile.logit, near, far),
+        "content": near_minus_far(profile.content, near, far),
+        "mean_vector": near_minus_far(profile.mean_vector_logit(), near, far),
+        "weight_ratio": span_mean(profile.weight, near, "near")
+        / span_mean(profile.weight, far, "far"),
+    }
+
+
+ANALYSIS_SEQUENCES = 64  # validation sequences that decay_numbers averages over
+
+
+def decay_numbers(model: TinyTransformer, run: Run, device: torch.device) -> dict[str, float]:
+    """:func:`decay_summary` of a trained model as flat numbers: a stored sweep's ``analyse`` hook.
+
+    The profile is measured on one fixed batch of :data:`ANALYSIS_SEQUENCES`
+    validation sequences of length ``run.train_len``, the same for every seed.
+
+    Returns:
+        ``{"layer L head H: NAME": value}`` for every layer, head and NAME of
+        :func:`decay_summary`.
+    """
+    sample = batch_sampler(run.data, ANALYSIS_SEQUENCES, run.train_len, seed=0, split="val")
+    tokens, _ = sample()
+    summary = decay_summary(distance_profile(model, tokens.to(device)))
+    return {
+        f"layer {layer} head {head}: {name}": float(values[layer, head])
+        for name, values in summary.items()
+        for layer in range(values.shape[0])
+        for head in range(values.shape[1])
+    }
+
+
+def summary_from_numbers(numbers: dict[str, float]) -> dict[str, torch.Tensor]:
+    """The inverse of :func:`decay_numbers`: ``(L, H)`` tensors by name."""
+    pattern = re.compile(r"layer (\d+) head (\d+): (\w+)")
+    entries = []
+    for key, value in numbers.items():
+        match = pattern.fullmatch(key)
+        if match is None:
+            raise ValueError(f"not a decay_numbers key: {key!r}")
+        entries.append((match.group(3), int(match.group(1)), int(match.group(2)), value))
+    layers = 1 + max(layer for _, layer, _, _ in entries)
+    heads = 1 + max(head for _, _, head, _ in entries)
+    summary: dict[str, torch.Tensor] = {}
+    for name, layer, head, value in entries:
+        table = summary.setdefault(name, torch.full((layers, heads), math.nan, dtype=torch.float64))
+        table[layer, head] = value
+    return summary
+
+
+def decay_run(steps: int = 300) -> Run:
+    """The chapter's trained model: a small causal RoPE language model on the course's corpus.
+
+    Two layers of width 64 with four heads of dimension 16 (8 rotary pairs,
+    base 10000, interleaved), trained on :class:`~rope_lessons.corpus.CharCorpus`
+    at context 128 with batches of 16 for ``steps`` steps, evaluated on 256
+    validation sequences of length 128, and analysed by :func:`decay_numbers`.
+    """
+    return make_run(
+        "rope, corpus",
+        CharCorpus(),
+        train_len=128,
+        eval_lens=(128,),
+        steps=steps,
+        batch_size=16,
+        eval_batches=1,
+        analyse=decay_numbers,
+        dim=64,
+        n_layers=2,
+        n_heads=4,
+    )
