@@ -452,8 +452,9 @@ def decay_summary(
         Four ``(L, H)`` float64 tensors: ``"logit"``, the near-minus-far drop
         of the mean attention logit; ``"content"``, the same for the unrotated
         score (positions removed); ``"mean_vector"``, the same for the rotary
-        logit of the mean query and key; ``"weight_ratio"``, the mean attention
-        weight near over far.
+        logit of the mean query and key; ``"log_weight_ratio"``, the natural
+        log of the mean attention weight near over the mean weight far (0: no
+        preference; a log keeps the stored numbers of a sweep on one scale).
     """
     if far is None:
         last = int(profile.distances[-1])
@@ -462,8 +463,9 @@ def decay_summary(
         "logit": near_minus_far(profile.logit, near, far),
         "content": near_minus_far(profile.content, near, far),
         "mean_vector": near_minus_far(profile.mean_vector_logit(), near, far),
-        "weight_ratio": span_mean(profile.weight, near, "near")
-        / span_mean(profile.weight, far, "far"),
+        "log_weight_ratio": (
+            span_mean(profile.weight, near, "near") / span_mean(profile.weight, far, "far")
+        ).log(),
     }
 
 
