@@ -1,0 +1,312 @@
+r"""What each RoPE frequency does: wavelengths, per-pair norms, truncated spectra, ablations.
+
+Chapter 5 asks which of the :math:`d/2` rotary pairs a model uses, and for
+what (Barbero et al., "Round and Round We Go! What makes Rotary Positional
+Encodings useful?", ICLR 2025, arXiv:2410.06205). This module holds the
+measurements and the frequency tables that the chapter compares:
+
+* :func:`wavelengths` and :func:`turns`: how far each pair turns;
+* :func:`pair_norms`: the norm of each pair of a query or key, pair ``k`` as in
+  :func:`rope_lessons.rope.frequencies` (pair 0 turns fastest);
+* :func:`prope_theta` (p-RoPE: keep the highest frequencies, stop the lowest)
+  and :func:`partial_rotary_theta` (GPT-NeoX's ``rotary_pct``: a ladder
+  recomputed over the rotated dimensions), both as per-pair frequency tensors;
+* :func:`ablate_pairs`: a copy of a trained model whose queries and keys lose
+  the chosen pairs, for inference-time ablations;
+* :func:`offset_attention`: how much attention goes to the key ``r`` back
+  (``r = 0``: diagonal heads, ``r = 1``: previous-token heads);
+* :func:`spread_vector`, :func:`diagonal_head`, :func:`previous_token_head`:
+  the hand-built positional heads of Barbero et al.'s Theorem 5.3.
+
+Shapes: ``...`` any leading dimensions, ``T`` sequence length, ``d`` head
+dimension (even), ``d/2`` rotary pairs; ``(B, H, T, d)`` for attention inputs.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Sequence
+
+import torch
+
+from rope_lessons._checks import (
+    check_base,
+    check_even_dim,
+    check_fraction,
+    check_layout,
+    check_positive_int,
+    check_positive_number,
+)
+from rope_lessons.model import Block, TinyTransformer
+from rope_lessons.rope import Layout, apply_rope, frequencies
+
+
+def wavelengths(dim: int, base: float = 10000.0) -> torch.Tensor:
+    r"""The wavelength :math:`2\pi/\theta_k` of each pair, in positions.
+
+    Pair ``k`` returns to its starting angle after this many positions.
+
+    Returns:
+        float64 tensor ``(d/2,)``, from :math:`2\pi` (pair 0) up to
+        :math:`2\pi\,\text{base}^{(d-2)/d}`.
+    """
+    return 2.0 * math.pi / frequencies(dim, base)
+
+
+def turns(dim: int, distance: float, base: float = 10000.0) -> torch.Tensor:
+    r"""How many full turns each pair makes over ``distance`` positions: :math:`r\theta_k/2\pi`.
+
+    With ``distance = T - 1`` it says which pairs complete a turn within a
+    context of ``T`` tokens (those with a value of at least 1).
+
+    Returns:
+        float64 tensor ``(d/2,)``.
+    """
+    distance = check_positive_number(distance, "distance")
+    return distance / wavelengths(dim, base)
+
+
+def pair_dims(dim: int, layout: Layout = "interleaved") -> torch.Tensor:
+    """The two feature indices of every rotary pair, pair ``k`` turning at ``theta_k``.
+
+    Returns:
+        Long tensor ``(d/2, 2)``: rows ``(2k, 2k+1)`` in the interleaved
+        layout, ``(k, k + d/2)`` in the half layout.
+    """
+    dim = check_even_dim(dim)
+    check_layout(layout)
+    k = torch.arange(dim // 2)
+    if layout == "interleaved":
+        return torch.stack((2 * k, 2 * k + 1), dim=-1)
+    return torch.stack((k, k + dim // 2), dim=-1)
+
+
+def pair_norms(x: torch.Tensor, layout: Layout = "interleaved") -> torch.Tensor:
+    r"""The Euclidean norm of each rotary pair of ``x``: :math:`\lVert x^{(k)}\rVert`.
+
+    RoPE turns each pair without changing its norm, so these norms are the
+    same before and after rotation, and their squares sum to
+    :math:`\lVert x\rVert^2`.
+
+    Args:
+        x: floating tensor ``(..., d)``, ``d`` even.
+        layout: how the pairs sit in ``x`` (``"interleaved"`` or ``"half"``).
+
+    Returns:
+        Tensor ``(..., d/2)`` in the dtype of ``x``; entry ``k`` belongs to
+        frequency :math:`\theta_k` (entry 0: the fastest pair).
+    """
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+    if not x.is_floating_point():
+        raise TypeError(f"x must have a floating dtype, got {x.dtype}")
+    if x.ndim < 1:
+        raise ValueError("x must have at least one dimension (the features)")
+    dims = pair_dims(check_even_dim(x.shape[-1], "the last dimension of x"), layout)
+    norms: torch.Tensor = torch.linalg.vector_norm(x[..., dims.to(x.device)], dim=-1)
+    return norms  # (..., d/2)
+
+
+def prope_theta(dim: int, p: float, base: float = 10000.0) -> torch.Tensor:
+    """p-RoPE's frequencies: the first ``floor(p d/2)`` of RoPE's, the rest 0.
+
+    Barbero et al. keep the fraction ``p`` of the *highest* frequencies and
+    leave the lowest pairs unrotated; ``p = 0`` is NoPE, ``p = 1`` is RoPE.
+    This is :func:`rope_lessons.rope.frequencies` with ``p``, named here
+    beside :func:`partial_rotary_theta` to compare the two.
+
+    Returns:
+        float64 tensor ``(d/2,)``.
+    """
+    return frequencies(dim, base, p=p)
+
+
+def partial_rotary_theta(dim: int, fraction: float, base: float = 10000.0) -> torch.Tensor:
+    r"""Conventional partial rotary (GPT-NeoX ``rotary_pct``) as per-pair frequencies.
+
+    GPT-NeoX and Hugging Face rotate the first ``r = int(d * fraction)``
+    dimensions of each head (half-split *within* those ``r``: pairs
+    ``(i, i + r/2)``) with the ladder recomputed over ``r``,
+    :math:`\text{base}^{-2i/r}` for ``i < r/2``, and pass the other
+    ``d - r`` dimensions through. Up to a fixed permutation of the head's
+    dimensions, which the projections absorb, that is RoPE with these
+    frequencies in our pair order: the ladder on the first ``r/2`` pairs and 0
+    on the rest. The ladder still runs from 1 down to
+    :math:`\text{base}^{-(r-2)/r}`, so unlike p-RoPE it keeps the lowest
+    frequencies and thins out the ones in between.
+
+    Args:
+        dim: head dimension ``d``.
+        fraction: ``rotary_pct`` (``partial_rotary_factor``); ``int(d *
+            fraction)`` must be even.
+        base: the base of the ladder (``rotary_emb_base``, ``rope_theta``).
+
+    Returns:
+        float64 tensor ``(d/2,)``.
+    """
+    dim = check_even_dim(dim)
+    fraction = check_fraction(fraction, "fraction")
+    base = check_base(base)
+    rotary = int(dim * fraction)
+    if rotary % 2:
+        raise ValueError(
+            f"int(dim * fraction) = {rotary} rotated dimensions is odd; RoPE rotates pairs"
+        )
+    theta = torch.zeros(dim // 2, dtype=torch.float64)
+    if rotary:
+        theta[: rotary // 2] = base ** (-torch.arange(0, rotary, 2, dtype=torch.float64) / rotary)
+    return theta
+
+
+def _check_indices(values: Sequence[int] | None, name: str, bound: int) -> list[int]:
+    """``values`` as a sorted list of distinct ints in ``[0, bound)``; None means all."""
+    if values is None:
+        return list(range(bound))
+    chosen = list(values)
+    for v in chosen:
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise TypeError(f"{name} must hold ints, got {type(v).__name__}")
+        if not 0 <= v < bound:
+            raise ValueError(f"{name} must lie in [0, {bound}), got {v}")
+    return sorted(set(chosen))
+
+
+def ablate_pairs(
+    model: TinyTransformer,
+    pairs: Sequence[int],
+    *,
+    layers: Sequence[int] | None = None,
+    heads: Sequence[int] | None = None,
+) -> TinyTransformer:
+    r"""A copy of ``model`` whose queries and keys have the given pairs set to zero.
+
+    The rows of :math:`W_q` and :math:`W_k` that produce pair ``k`` are zeroed,
+    so that pair contributes nothing to any attention score: the score is the
+    sum over pairs of :math:`\langle R q^{(k)}, R k^{(k)}\rangle`, and the
+    other pairs are untouched. Values, outputs and MLPs are unchanged. This
+    removes what a frequency carries; it is different from stopping its
+    rotation (frequency 0), which keeps the pair but drops its position.
+
+    Args:
+        model: a trained model; it is not modified.
+        pairs: pair indices ``k`` (0: the fastest pair), each in ``[0, D/2)``.
+        layers, heads: where to ablate; None means every layer, every head.
+
+    Returns:
+        The ablated copy, in evaluation mode.
+    """
+    if not isinstance(model, TinyTransformer):
+        raise TypeError(f"model must be a TinyTransformer, got {type(model).__name__}")
+    cfg = model.config
+    chosen_pairs = _check_indices(pairs, "pairs", cfg.head_dim // 2)
+    chosen_layers = _check_indices(layers, "layers", cfg.n_layers)
+    chosen_heads = _check_indices(heads, "heads", cfg.n_heads)
+    dims = pair_dims(cfg.head_dim, cfg.rope_layout)[chosen_pairs].flatten()  # (2 * pairs,)
+    offsets = torch.tensor(chosen_heads).unsqueeze(-1) * cfg.head_dim  # (heads, 1)
+    query_rows = (offsets + dims).flatten()  # rows of W_q inside qkv
+    rows = torch.cat((query_rows, cfg.dim + query_rows))  # and of W_k
+    ablated = copy.deepcopy(model)
+    with torch.no_grad():
+        for layer in chosen_layers:
+            block = ablated.blocks[layer]
+            assert isinstance(block, Block)
+            weight = block.attn.qkv.weight  # (3C, C): rows of W_q, then W_k, then W_v
+            weight[rows.to(weight.device)] = 0.0
+    return ablated.eval()
+
+
+def offset_attention(weights: torch.Tensor, offset: int) -> torch.Tensor:
+    """Mean attention weight a query gives to the key ``offset`` positions before it.
+
+    ``offset = 0`` measures a diagonal head (each token attends to itself),
+    ``offset = 1`` a previous-token head; both are 1 for a perfect head. The
+    mean runs over the queries that have such a key (positions ``offset .. T-1``).
+
+    Args:
+        weights: attention weights ``(..., T, T)`` (rows: queries).
+        offset: the distance ``r >= 0``, smaller than ``T``.
+
+    Returns:
+        Tensor ``(...)``.
+    """
+    if not isinstance(weights, torch.Tensor) or weights.ndim < 2:
+        raise TypeError("weights must be a torch.Tensor of shape (..., T, T)")
+    if isinstance(offset, bool) or not isinstance(offset, int):
+        raise TypeError(f"offset must be an int, got {type(offset).__name__}")
+    if not 0 <= offset < weights.shape[-1]:
+        raise ValueError(f"offset must lie in [0, {weights.shape[-1]}), got {offset}")
+    return weights.diagonal(offset=-offset, dim1=-2, dim2=-1).mean(-1)
+
+
+def spread_vector(
+    dim: int,
+    pairs: Sequence[int],
+    norm: float = 1.0,
+    layout: Layout = "interleaved",
+) -> torch.Tensor:
+    r"""A vector :math:`\psi` whose norm ``norm`` is spread equally over the chosen pairs.
+
+    Each chosen pair gets :math:`(\text{norm}/\sqrt{n}, 0)`, every other pair
+    ``(0, 0)``, so :func:`pair_norms` of the result is ``norm / sqrt(n)`` on
+    the chosen pairs and 0 elsewhere.
+
+    Returns:
+        float64 tensor ``(d,)``.
+    """
+    dim = check_even_dim(dim)
+    chosen = _check_indices(pairs, "pairs", dim // 2)
+    if not chosen:
+        raise ValueError("pairs must name at least one pair")
+    norm = check_positive_number(norm, "norm")
+    psi = torch.zeros(dim, dtype=torch.float64)
+    psi[pair_dims(dim, layout)[chosen, 0]] = norm / math.sqrt(len(chosen))
+    return psi
+
+
+def diagonal_head(
+    dim: int,
+    seq_len: int,
+    pairs: Sequence[int],
+    norm: float,
+    layout: Layout = "interleaved",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""Queries and keys of a hand-built diagonal head: :math:`q_m = k_n = \psi` everywhere.
+
+    Under RoPE the score is :math:`\sum_k \lVert\psi^{(k)}\rVert^2
+    \cos((n - m)\theta_k)`, largest at ``n = m`` whatever the tokens are
+    (Barbero et al., Theorem 5.3); a larger ``norm`` sharpens the softmax.
+
+    Returns:
+        ``(q, k)``, each float64 ``(1, 1, T, d)``, to pass to
+        :func:`rope_lessons.attention.attention` (with a ``v`` of your choice).
+    """
+    seq_len = check_positive_int(seq_len, "seq_len")
+    psi = spread_vector(dim, pairs, norm, layout)
+    q = psi.expand(1, 1, seq_len, dim).clone()
+    return q, q.clone()
+
+
+def previous_token_head(
+    dim: int,
+    seq_len: int,
+    pairs: Sequence[int],
+    norm: float,
+    *,
+    base: float = 10000.0,
+    layout: Layout = "interleaved",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""Queries and keys of a hand-built previous-token head: :math:`q_m = \psi, k_n = R_1\psi`.
+
+    The key is :math:`\psi` turned on by one position, so the score is
+    :math:`\langle R_m\psi, R_{n+1}\psi\rangle = \sum_k
+    \lVert\psi^{(k)}\rVert^2\cos((n + 1 - m)\theta_k)`, largest at
+    ``n = m - 1``.
+
+    Returns:
+        ``(q, k)``, each float64 ``(1, 1, T, d)``.
+    """
+    q, _ = diagonal_head(dim, seq_len, pairs, norm, layout)
+    one = torch.ones(seq_len, dtype=torch.long)
+    k = apply_rope(q, one, base=base, layout=layout)
+    return q, k

@@ -1,0 +1,250 @@
+"""Chapter 5's spectrum tools: pair norms, wavelengths, truncated spectra, ablations, heads."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from helpers import random_features
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rope_lessons.attention import attention
+from rope_lessons.model import ModelConfig, TinyTransformer
+from rope_lessons.rope import apply_rope, frequencies, layout_permutation
+from rope_lessons.spectrum import (
+    ablate_pairs,
+    diagonal_head,
+    offset_attention,
+    pair_dims,
+    pair_norms,
+    partial_rotary_theta,
+    previous_token_head,
+    prope_theta,
+    spread_vector,
+    turns,
+    wavelengths,
+)
+
+dims = st.integers(1, 32).map(lambda half: 2 * half)
+layouts = st.sampled_from(["interleaved", "half"])
+seeds = st.integers(0, 2**16)
+
+
+@given(dim=dims, layout=layouts, seed=seeds)
+def test_pair_norms_squared_sum_to_the_squared_norm(dim: int, layout: str, seed: int) -> None:
+    x = random_features(3, 5, dim, seed=seed)
+    norms = pair_norms(x, layout)  # type: ignore[arg-type]
+    assert norms.shape == (3, 5, dim // 2)
+    torch.testing.assert_close((norms**2).sum(-1), (x**2).sum(-1), rtol=1e-12, atol=1e-12)
+
+
+@given(dim=dims, layout=layouts, seed=seeds, shift=st.integers(-1000, 1000))
+def test_rope_keeps_every_pair_norm(dim: int, layout: str, seed: int, shift: int) -> None:
+    """The pairs of pair_norms are RoPE's pairs: rotation leaves each of their norms alone."""
+    x = random_features(6, dim, seed=seed)
+    positions = torch.arange(6) * 37 + shift
+    rotated = apply_rope(x, positions, layout=layout)  # type: ignore[arg-type]
+    torch.testing.assert_close(pair_norms(rotated, layout), pair_norms(x, layout))  # type: ignore[arg-type]
+
+
+def test_pair_norms_differ_from_the_wrong_layout() -> None:
+    """The check above can fail: in the other layout's pairs, rotation changes the norms."""
+    x = random_features(6, 8, seed=1)
+    rotated = apply_rope(x, layout="half")
+    assert not torch.allclose(pair_norms(rotated, "interleaved"), pair_norms(x, "interleaved"))
+
+
+@given(dim=dims, seed=seeds)
+def test_layouts_are_a_permutation_apart(dim: int, seed: int) -> None:
+    x = random_features(4, dim, seed=seed)
+    perm = layout_permutation(dim)
+    torch.testing.assert_close(pair_norms(x, "interleaved"), pair_norms(x[..., perm], "half"))
+
+
+def test_pair_dims_by_hand() -> None:
+    assert pair_dims(6, "interleaved").tolist() == [[0, 1], [2, 3], [4, 5]]
+    assert pair_dims(6, "half").tolist() == [[0, 3], [1, 4], [2, 5]]
+
+
+def test_pair_norms_by_hand() -> None:
+    x = torch.tensor([3.0, 4.0, 1.0, 0.0])
+    torch.testing.assert_close(pair_norms(x), torch.tensor([5.0, 1.0]))
+    torch.testing.assert_close(pair_norms(x, "half"), torch.tensor([math.sqrt(10), 4.0]))
+
+
+def test_wavelengths_and_turns_by_hand() -> None:
+    """d = 4, base 10000: theta = (1, 1/100), wavelengths 2 pi and 200 pi."""
+    expected = torch.tensor([2 * math.pi, 200 * math.pi], dtype=torch.float64)
+    torch.testing.assert_close(wavelengths(4), expected, rtol=1e-15, atol=0)
+    torch.testing.assert_close(turns(4, 100 * math.pi), torch.tensor([50.0, 0.5]).double())
+    assert wavelengths(64, base=100.0)[-1] == pytest.approx(2 * math.pi * 100 ** (62 / 64))
+
+
+def test_prope_keeps_the_highest_frequencies() -> None:
+    theta = prope_theta(16, 0.25, base=100.0)
+    assert theta[:2].tolist() == frequencies(16, 100.0)[:2].tolist()
+    assert theta[2:].eq(0).all()
+
+
+def test_partial_rotary_by_hand() -> None:
+    """d = 8, fraction 1/2: four rotated dims, ladder base^(-2i/4) = (1, 1/10) for base 100."""
+    theta = partial_rotary_theta(8, 0.5, base=100.0)
+    torch.testing.assert_close(theta, torch.tensor([1.0, 0.1, 0.0, 0.0]).double())
+    assert partial_rotary_theta(8, 1.0).tolist() == frequencies(8).tolist()
+    assert partial_rotary_theta(8, 0.0).eq(0).all()
+
+
+@pytest.mark.parametrize("fraction", [0.25, 0.5, 0.75, 1.0])
+def test_partial_rotary_matches_transformers_gpt_neox(fraction: float) -> None:
+    """Hugging Face's GPT-NeoX frequencies (``partial_rotary_factor``) are our first pairs."""
+    neox = pytest.importorskip("transformers.models.gpt_neox.modeling_gpt_neox")
+    from transformers import GPTNeoXConfig
+
+    config = GPTNeoXConfig(
+        hidden_size=128, num_attention_heads=2, rotary_pct=fraction, rotary_emb_base=500.0
+    )
+    inv_freq, _ = neox.GPTNeoXRotaryEmbedding.compute_default_rope_parameters(config)
+    theta = partial_rotary_theta(64, fraction, base=500.0)
+    rotated = len(inv_freq)
+    assert rotated == int(64 * fraction) // 2
+    torch.testing.assert_close(theta[:rotated], inv_freq.double(), rtol=1e-6, atol=0)
+    assert theta[rotated:].eq(0).all()
+
+
+@pytest.mark.parametrize("p", [0.25, 0.5, 0.75, 1.0])
+def test_prope_matches_transformers_proportional_rope(p: float) -> None:
+    """Hugging Face's "proportional" RoPE (Gemma's rope_proportion) is p-RoPE."""
+    rope_utils = pytest.importorskip("transformers.modeling_rope_utils")
+    from transformers import GPTNeoXConfig
+
+    config = GPTNeoXConfig(
+        hidden_size=128,
+        num_attention_heads=2,
+        rope_parameters={"rope_type": "proportional", "rope_theta": 500.0},
+    )
+    config.rope_parameters["partial_rotary_factor"] = p
+    inv_freq, _ = rope_utils.ROPE_INIT_FUNCTIONS["proportional"](config)
+    torch.testing.assert_close(prope_theta(64, p, base=500.0), inv_freq.double(), rtol=1e-6, atol=0)
+
+
+def test_partial_rotary_and_prope_differ_where_the_chapter_says() -> None:
+    """Same number of rotating pairs; partial rotary keeps the lowest frequency, p-RoPE does not."""
+    partial, prope = partial_rotary_theta(64, 0.25, 100.0), prope_theta(64, 0.25, 100.0)
+    assert partial.count_nonzero() == prope.count_nonzero() == 8
+    assert partial[7] == pytest.approx(100 ** (-14 / 16))
+    assert prope[7] == pytest.approx(100 ** (-14 / 64))
+    assert partial[7] < frequencies(64, 100.0)[-8] < prope[7]
+
+
+def _model(layout: str = "interleaved") -> TinyTransformer:
+    torch.manual_seed(0)
+    return TinyTransformer(
+        ModelConfig(vocab_size=11, dim=32, n_heads=2, rope_layout=layout)  # type: ignore[arg-type]
+    ).eval()
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_ablating_every_pair_makes_attention_uniform(layout: str) -> None:
+    """Zero queries and keys give zero scores, hence uniform causal weights 1/(t+1)."""
+    model = _model(layout)
+    tokens = torch.randint(0, 11, (2, 7))
+    ablated = ablate_pairs(model, range(8), layers=[1])
+    _, weights = ablated.attention_maps(tokens)
+    uniform = torch.tril(torch.ones(7, 7)) / torch.arange(1, 8).unsqueeze(-1)
+    torch.testing.assert_close(weights[1], uniform.expand_as(weights[1]))
+    _, before = model.attention_maps(tokens)
+    torch.testing.assert_close(weights[0], before[0])  # layer 0 untouched
+    assert not torch.allclose(before[1], uniform.expand_as(before[1]))  # it was not uniform
+
+
+def test_ablation_zeroes_exactly_the_chosen_rows_and_copies() -> None:
+    model = _model()
+    original = model.blocks[0].attn.qkv.weight.clone()  # type: ignore[union-attr]
+    ablated = ablate_pairs(model, [0, 3], heads=[1])
+    weight = ablated.blocks[0].attn.qkv.weight  # type: ignore[union-attr]
+    zeroed = [16 + d for d in (0, 1, 6, 7)]
+    rows = zeroed + [32 + r for r in zeroed]
+    assert weight[rows].eq(0).all()
+    kept = [r for r in range(96) if r not in rows]
+    torch.testing.assert_close(weight[kept], original[kept])
+    torch.testing.assert_close(model.blocks[0].attn.qkv.weight, original)  # type: ignore[union-attr]
+
+
+def test_offset_attention_by_hand() -> None:
+    eye = torch.eye(5)
+    previous = torch.diag(torch.ones(4), -1)
+    previous[0, 0] = 1.0
+    assert offset_attention(eye, 0).item() == 1.0 and offset_attention(eye, 1).item() == 0.0
+    assert offset_attention(previous, 1).item() == 1.0
+    assert offset_attention(previous, 0).item() == pytest.approx(0.2)
+
+
+@given(dim=dims, layout=layouts, seed=seeds)
+def test_spread_vector_puts_its_norm_on_the_chosen_pairs(dim: int, layout: str, seed: int) -> None:
+    generator = torch.Generator().manual_seed(seed)
+    chosen = sorted(set(torch.randint(0, dim // 2, (3,), generator=generator).tolist()))
+    norms = pair_norms(spread_vector(dim, chosen, 2.0, layout), layout)  # type: ignore[arg-type]
+    expected = torch.zeros(dim // 2, dtype=torch.float64)
+    expected[chosen] = 2.0 / math.sqrt(len(chosen))
+    torch.testing.assert_close(norms, expected)
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_hand_built_heads_are_diagonal_and_previous_token(layout: str) -> None:
+    """Theorem 5.3 of Barbero et al.: large norm in the fast pairs gives sharp positional heads."""
+    seq_len, dim, pairs = 24, 16, [0, 1, 2]
+    q, k = diagonal_head(dim, seq_len, pairs, 40.0, layout)  # type: ignore[arg-type]
+    v = torch.zeros_like(q)
+    _, weights = attention(q, k, v, layout=layout, return_weights=True)  # type: ignore[arg-type]
+    assert offset_attention(weights[0, 0], 0) > 0.99
+    q, k = previous_token_head(dim, seq_len, pairs, 40.0, layout=layout)  # type: ignore[arg-type]
+    _, weights = attention(q, k, v, layout=layout, return_weights=True)  # type: ignore[arg-type]
+    assert offset_attention(weights[0, 0], 1) > 0.99
+    # Without RoPE the same queries and keys attend uniformly: the positions did the work.
+    _, weights = attention(q, k, v, rope="nope", return_weights=True)
+    assert offset_attention(weights[0, 0], 1) < 0.2
+
+
+@given(seed=seeds, dim=dims)
+def test_a_nope_head_cannot_tell_a_repeated_token_apart(seed: int, dim: int) -> None:
+    """Barbero et al., Prop. 5.2: on [BOS, x, x] the last query weighs keys 1 and 2 equally."""
+    gen = torch.Generator().manual_seed(seed)
+    bos, x = torch.randn(2, dim, generator=gen, dtype=torch.float64)
+    inputs = torch.stack((bos, x, x))  # (3, d)
+    w_q, w_k = torch.randn(2, dim, dim, generator=gen, dtype=torch.float64) / math.sqrt(dim)
+    q, k = ((inputs @ w).expand(1, 1, 3, dim) for w in (w_q, w_k))
+    _, weights = attention(q, k, k, rope="nope", return_weights=True)
+    assert weights[0, 0, 2, 1].item() == pytest.approx(weights[0, 0, 2, 2].item(), rel=1e-12)
+    assert weights[0, 0, 2, 2] <= 0.5 + 1e-12
+    _, rotated = attention(q, k, k, rope="qk", return_weights=True)
+    assert abs(rotated[0, 0, 2, 1] - rotated[0, 0, 2, 2]) > 1e-9  # RoPE does tell them apart
+
+
+@pytest.mark.parametrize(
+    ("call", "error"),
+    [
+        (lambda: pair_norms(torch.ones(3, 5)), ValueError),
+        (lambda: pair_norms(torch.ones(4, dtype=torch.long)), TypeError),
+        (lambda: pair_norms([1.0, 2.0]), TypeError),
+        (lambda: pair_norms(torch.ones(4), "rows"), ValueError),
+        (lambda: wavelengths(5), ValueError),
+        (lambda: wavelengths(4, base=-1.0), ValueError),
+        (lambda: turns(4, 0.0), ValueError),
+        (lambda: partial_rotary_theta(12, 0.25), ValueError),  # 3 rotated dims
+        (lambda: partial_rotary_theta(8, 1.5), ValueError),
+        (lambda: prope_theta(8, -0.1), ValueError),
+        (lambda: ablate_pairs(_model(), [8]), ValueError),
+        (lambda: ablate_pairs(_model(), [1.0]), TypeError),
+        (lambda: ablate_pairs(_model(), [0], layers=[2]), ValueError),
+        (lambda: ablate_pairs(torch.nn.Linear(2, 2), [0]), TypeError),
+        (lambda: offset_attention(torch.eye(3), 3), ValueError),
+        (lambda: offset_attention(torch.ones(3), 0), TypeError),
+        (lambda: spread_vector(8, []), ValueError),
+        (lambda: spread_vector(8, [0], norm=0.0), ValueError),
+    ],
+)
+def test_bad_input_is_refused(call: object, error: type[Exception]) -> None:
+    with pytest.raises(error):
+        call()  # type: ignore[operator]
