@@ -83,6 +83,7 @@ def roformer_bound(distances: torch.Tensor, d: int, base: float = 10000.0) -> to
         float64 tensor of the shape of ``distances``.
     """
     distances = _check_distances(distances)
+    d = check_even_dim(d, "d")
     theta = frequencies(d, base, device=distances.device)  # (d/2,) float64
     angles = distances.to(torch.float64).unsqueeze(-1) * theta  # (..., d/2)
     partial_sums = torch.polar(torch.ones_like(angles), angles).cumsum(-1)  # S_1 .. S_{d/2}
@@ -131,8 +132,10 @@ def abel_bound(
     Returns:
         float64 tensor ``(..., R)``.
     """
-    h = complex_pairs(q.double(), layout) * complex_pairs(k.double(), layout).conj()  # (..., d/2)
-    steps = torch.diff(h, dim=-1, append=torch.zeros_like(h[..., :1])).abs()  # |h_{k+1} - h_k|
+    q, k = _check_vector(q, "q"), _check_vector(k, "k")
+    h = complex_pairs(q, layout).to(torch.complex128) * complex_pairs(k, layout).conj()
+    # h: (..., d/2) complex128; steps: |h_{k+1} - h_k| with h_{d/2} = 0
+    steps = torch.diff(h, dim=-1, append=torch.zeros_like(h[..., :1])).abs()
     d = q.shape[-1]
     return steps.amax(-1, keepdim=True) * (d // 2) * roformer_bound(distances, d, base)
 

@@ -82,6 +82,19 @@ def test_abel_bound_bounds_the_score(d: int, base: float, layout: str, seed: int
     assert bool((score.abs() <= bound * (1 + 1e-12)).all())
 
 
+@given(d=dims, base=bases, seed=seeds)
+def test_abel_summation_rewrites_the_score(d: int, base: float, seed: int) -> None:
+    """Re sum_k h_k e^{i r theta_k} = -Re sum_k (h_{k+1} - h_k) S_{k+1}, with h_{d/2} = 0."""
+    q, k = random_features(2, d, seed=seed)
+    distances = torch.tensor([0, 1, 7, 300, 99_999])
+    h = complex_pairs(q) * complex_pairs(k).conj()  # (d/2,)
+    steps = torch.diff(h, append=torch.zeros(1, dtype=h.dtype))  # h_{k+1} - h_k
+    angles = distances[:, None].double() * frequencies(d, base)  # (R, d/2)
+    partial_sums = torch.polar(torch.ones_like(angles), angles).cumsum(-1)  # S_1 .. S_{d/2}
+    by_parts = -(partial_sums * steps).sum(-1).real
+    torch.testing.assert_close(by_parts, score_at_distance(q, k, distances, base=base))
+
+
 def test_complex_pairs_follow_the_layout() -> None:
     x = torch.arange(8.0)
     torch.testing.assert_close(complex_pairs(x), torch.complex(x[0::2], x[1::2]))
@@ -245,8 +258,10 @@ def test_bad_input_is_refused() -> None:
         roformer_bound(torch.tensor([1.5]), 8)
     with pytest.raises(ValueError, match="distances"):
         roformer_bound(torch.tensor([-1]), 8)
-    with pytest.raises(ValueError, match="dim"):
+    with pytest.raises(ValueError, match="d must be a positive even"):
         roformer_bound(torch.tensor([1]), 7)
+    with pytest.raises(TypeError, match="q must be a torch"):
+        abel_bound([1.0, 2.0], torch.ones(2), torch.arange(3))  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="distances"):
         roformer_bound([1, 2], 8)  # type: ignore[arg-type]
     q = torch.ones(8)
