@@ -2,8 +2,9 @@
 """The course's commands. Each sets up what it needs, then runs.
 
     python3 tasks.py book        build the HTML book, executing every notebook
-    python3 tasks.py test        lint, unit and property tests, nbval on every notebook, then
-                                 build the book and test the site in headless Chromium
+    python3 tasks.py test        lint, unit and property tests, nbval on every notebook (the
+                                 one execution: timed, budgets enforced, outputs cached for
+                                 the book), then build the book and test the site in Chromium
     python3 tasks.py notebooks [PATH ...]
                                  re-execute notebooks in place (to refresh committed outputs)
     python3 tasks.py colab       run every notebook as Colab would: a fresh environment with
@@ -27,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 import venv
 from pathlib import Path
 
@@ -36,6 +38,7 @@ BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PYTHON = BIN / ("python.exe" if os.name == "nt" else "python")
 STAMP = VENV / ".rope-lessons-requirements.sha256"
 NOTEBOOKS = ROOT / "notebooks"
+JUPYTER_CACHE = ROOT / "_build" / ".jupyter_cache"  # where the book build looks (_config.yml)
 
 
 def say(message: str) -> None:
@@ -114,24 +117,35 @@ def test(_: list[str]) -> None:
     run(PYTHON, "-m", "ruff", "format", "--check", ".")
     run(PYTHON, "-m", "pytest", "tests", "--ignore=tests/built_site")
     took("lint and unit tests", start)
+    # The one execution of the notebooks in this run: nbval checks them, and the
+    # plugin tests/notebook_ci.py prints each notebook's time (slowest first), fails
+    # one over its budget, and writes the executed notebooks into the book's
+    # jupyter-cache, tagged with this run's id, so that the book build executes
+    # none of them again (and tests/built_site checks that its pages show this run).
+    run_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
     start = time.perf_counter()
     run(
         PYTHON,
         "-m",
         "pytest",
+        "-p",
+        "tests.notebook_ci",
         "--nbval-lax",
         "--nbval-current-env",
+        f"--notebook-cache={JUPYTER_CACHE}",
+        f"--notebook-run={run_id}",
         *(str(p.relative_to(ROOT)) for p in notebook_paths()),
     )
     took("nbval", start)
-    # The site tests read the built book. Building executes the notebooks into
-    # jupyter-cache, so a later `tasks.py book` reuses them and takes seconds.
     start = time.perf_counter()
     build_book()
     took("book build", start)
     start = time.perf_counter()
     ensure_browser()
-    required = {"ROPE_LESSONS_SITE_TESTS": "required"}  # no skipping: fail if it cannot run
+    required = {
+        "ROPE_LESSONS_SITE_TESTS": "required",  # no skipping: fail if it cannot run
+        "ROPE_LESSONS_NOTEBOOK_RUN": run_id,
+    }
     run(PYTHON, "-m", "pytest", "tests/built_site", env=required)
     took("site tests in Chromium", start)
 

@@ -321,14 +321,20 @@ def load_sweep(sweep: str | Sweep, results_dir: Path | None = None) -> StoredSwe
 
 
 def git_commit() -> str | None:
-    """The checked-out commit of the package's repository (``+dirty`` if modified), or None."""
+    """The checked-out commit of the package's repository, or None outside a git checkout.
+
+    ``+dirty`` is appended when the package's code (``rope_lessons/`` except its
+    results) differs from the commit, untracked files included.
+    """
     root = Path(__file__).resolve().parent.parent
     try:
         head = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
         ).stdout.strip()
         status = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
+            # Only the package's code decides the results: results files being written
+            # and edits outside rope_lessons/ (notebooks, tests) do not make it dirty.
+            ["git", "status", "--porcelain", "--", "rope_lessons", ":!rope_lessons/results"],
             cwd=root,
             capture_output=True,
             text=True,
@@ -345,7 +351,9 @@ def record(device: torch.device, command: str) -> dict[str, Any]:
         "command": command,
         "device": str(device),
         "device_name": (
-            torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor()
+            torch.cuda.get_device_name(device)
+            if device.type == "cuda"
+            else platform.processor() or platform.machine()
         ),
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
@@ -483,7 +491,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         sweep = get_sweep(args.name)
         torch.set_num_threads(choose_threads())
-        path = run_sweep(sweep, seeds=args.seeds, device=args.device, restart=args.restart)
+        given = sys.argv[1:] if argv is None else list(argv)
+        command = " ".join(["python -m rope_lessons.sweep", *map(shlex.quote, given)])
+        path = run_sweep(
+            sweep, seeds=args.seeds, device=args.device, restart=args.restart, command=command
+        )
     except ValueError as error:
         parser.exit(2, f"error: {error}\n")
     print(f"wrote {path}")
