@@ -2,9 +2,10 @@
 """The course's commands. Each sets up what it needs, then runs.
 
     python3 tasks.py book        build the HTML book, executing every notebook
-    python3 tasks.py test        lint, unit and property tests, nbval on every notebook (the
-                                 one execution: timed, budgets enforced, outputs cached for
-                                 the book), then build the book and test the site in Chromium
+    python3 tasks.py test        lint, types (mypy), unit and property tests, nbval on every
+                                 notebook (the one execution: timed, budgets enforced, outputs
+                                 cached for the book), then build the book and test the site
+                                 in Chromium
     python3 tasks.py notebooks [PATH ...]
                                  re-execute notebooks in place (to refresh committed outputs)
     python3 tasks.py colab       run every notebook as Colab would: a fresh environment with
@@ -115,6 +116,7 @@ def test(_: list[str]) -> None:
     start = time.perf_counter()
     run(PYTHON, "-m", "ruff", "check", ".")
     run(PYTHON, "-m", "ruff", "format", "--check", ".")
+    run(PYTHON, "-m", "mypy")  # strict on rope_lessons/ (pyproject.toml, [tool.mypy])
     run(PYTHON, "-m", "pytest", "tests", "--ignore=tests/built_site")
     took("lint and unit tests", start)
     # The one execution of the notebooks in this run: nbval checks them, and the

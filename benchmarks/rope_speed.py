@@ -1,9 +1,13 @@
-"""Time RoPE's forms on one input and print the ratios to the vectorised form.
+"""Time RoPE's forms at several lengths and print ratios to apply_rope and to a plain copy.
 
-    python benchmarks/rope_speed.py [--seq-len 128] [--dim 64] [--device cpu]
+    python benchmarks/rope_speed.py [--seq-lens 128 512 2048 8192] [--repeats 7]
+                                    [--threads 1] [--device cpu]
 
-Every form is first checked against the reference on the same input; then each
-is timed with torch.utils.benchmark (median of repeated calls, one thread).
+Every form is first checked against the reference on the same input; then all
+forms are timed in turn, in every repeat, with torch.utils.benchmark. The
+table gives each form's median time per call and its time as a multiple of the
+reference form in the same repeat (min / median / max over repeats), and as a
+multiple of a plain copy of the input (the memory-bound floor).
 """
 
 from __future__ import annotations
@@ -18,23 +22,28 @@ from rope_lessons.benchmark import format_timings, time_rope_forms
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batch", type=int, default=2)
-    parser.add_argument("--heads", type=int, default=4)
-    parser.add_argument("--seq-len", type=int, default=128)
+    parser.add_argument("--seq-lens", type=int, nargs="+", default=[128, 512, 2048, 8192])
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--heads", type=int, default=8)
     parser.add_argument("--dim", type=int, default=64)
-    parser.add_argument("--min-run-time", type=float, default=0.5)
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--min-time", type=float, default=0.05, help="seconds per measurement")
+    parser.add_argument("--threads", type=int, default=1, help="CPU threads")
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
+    torch.set_num_threads(args.threads)
     print(
-        f"input (batch, heads, seq, dim) = ({args.batch}, {args.heads}, {args.seq_len}, "
-        f"{args.dim}), float32, {args.device}; torch {torch.__version__}, {platform.processor()}"
+        f"input (batch, heads, T, dim) = ({args.batch}, {args.heads}, T, {args.dim}), float32, "
+        f"{args.device}, {torch.get_num_threads()} CPU thread(s); torch {torch.__version__}, "
+        f"{platform.processor() or platform.machine()}; {args.repeats} repeats"
     )
     timings = time_rope_forms(
-        args.batch,
-        args.heads,
-        args.seq_len,
-        args.dim,
-        min_run_time=args.min_run_time,
+        args.seq_lens,
+        batch=args.batch,
+        heads=args.heads,
+        dim=args.dim,
+        repeats=args.repeats,
+        min_time=args.min_time,
         device=args.device,
     )
     print(format_timings(timings))

@@ -1,102 +1,237 @@
-"""Time the forms of RoPE on one input, in one run, and report ratios.
+"""Time the forms of RoPE at several sequence lengths, in one run, and report ratios.
 
 Used by ``benchmarks/rope_speed.py`` and by the chapter-3 notebook. Absolute
-times depend on the machine; ratios measured in the same run are what the
-course quotes.
+times depend on the machine and on its load, so every form is timed in the
+same repeats as the reference form and reported as a ratio to it, with the
+spread (min, median, max) over the repeats. A plain copy of the input
+(``x.clone()``: read ``x`` once, write a tensor of its size once) is timed
+beside the forms: no elementwise rotation can move less memory, so it is the
+floor that a memory-bound kernel approaches.
+
+Shapes: ``(B, H, T, d)``: batch, heads, sequence length, head dimension.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import statistics
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
 from torch.utils import benchmark as torch_benchmark
 
+from rope_lessons._checks import check_positive_int
 from rope_lessons.rope import (
     apply_rope,
     apply_rope_complex,
     apply_rope_loop,
     cos_sin,
+    frequencies,
     layout_permutation,
     rotate,
 )
 
+REFERENCE = "apply_rope: interleaved, cached table"
 HALF = "apply_rope: half, cached tables"
+HF = "Hugging Face: x cos + rotate_half(x) sin"
+COPY = "x.clone(): memory-bound floor"
+LOOP = "per-pair Python loop"
+HALF_LAYOUT_FORMS = (HALF, HF)
+
+
+def hf_rotate_half(x: torch.Tensor) -> torch.Tensor:
+    """``rotate_half`` as Hugging Face ``transformers`` writes it (Llama): ``(-x2, x1)``.
+
+    ``x = (x1, x2)`` split into its two halves ``(..., d/2)``; the result is
+    ``cat(-x2, x1)``, shape ``(..., d)``. With ``x * cos + hf_rotate_half(x) * sin``
+    it turns pair ``(x[k], x[k + d/2])`` by the angle whose cosine is ``cos[k]``.
+    """
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2 :]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def hf_cos_sin(
+    seq_len: int, dim: int, *, base: float = 10000.0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Hugging Face's half-layout tables: each angle twice, by concatenation.
+
+    ``emb = cat(freqs, freqs)`` with ``freqs[m, k] = m * theta_k`` formed in
+    float32, as ``LlamaRotaryEmbedding`` does; not ``repeat_interleave``, which
+    would suit the interleaved layout.
+
+    Returns:
+        ``(cos, sin)``, float32, each ``(T, d)``.
+    """
+    theta = frequencies(dim, base, dtype=torch.float32)  # (d/2,)
+    freqs = torch.arange(seq_len, dtype=torch.float32)[:, None] * theta  # (T, d/2)
+    emb = torch.cat((freqs, freqs), dim=-1)  # (T, d)
+    return emb.cos(), emb.sin()
+
+
+def hf_apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Hugging Face's ``apply_rotary_pos_emb`` for one tensor: ``x * cos + rotate_half(x) * sin``.
+
+    Args:
+        x: ``(..., T, d)`` in the half layout.
+        cos, sin: ``(T, d)`` from :func:`hf_cos_sin`.
+    """
+    return x * cos + hf_rotate_half(x) * sin
 
 
 @dataclass(frozen=True)
 class Timing:
-    """Median seconds per call of one form, and its ratio to the reference form."""
+    """One form at one length: seconds per call and ratio to the reference, over repeats.
+
+    ``seconds`` and ``ratios`` are ``(min, median, max)`` over the repeats; the
+    ratio of a repeat divides the form's time by the reference form's time in
+    the same repeat, so that a load change between repeats cancels out.
+    """
 
     name: str
-    seconds: float
-    ratio: float
+    seq_len: int
+    seconds: tuple[float, float, float]
+    ratios: tuple[float, float, float]
 
 
-def rope_forms(x: torch.Tensor) -> dict[str, Callable[[], torch.Tensor]]:
-    """The forms to compare, each a zero-argument call on the same ``x``.
+def rope_forms(
+    x: torch.Tensor, *, with_loop: bool = False
+) -> dict[str, Callable[[], torch.Tensor]]:
+    """The forms to compare, each a zero-argument call on the same ``x`` ``(B, H, T, d)``.
 
-    The reference (first) form is :func:`apply_rope` as the course's models
-    run it: interleaved layout, cached table, one complex multiplication. The
-    half-layout form runs on ``x`` with its dimensions permuted into that
-    layout, so that it computes the same rotation.
+    The reference (first) form is :func:`apply_rope` as the course's models run
+    it: interleaved layout, cached table, one complex multiplication. The
+    half-layout forms (:data:`HALF_LAYOUT_FORMS`) run on ``x`` with its
+    dimensions permuted into that layout, so that they compute the same
+    rotation. The per-pair loop is included only with ``with_loop``.
     """
+    dim = x.shape[-1]
     positions = torch.arange(x.shape[-2], device=x.device)
-    x_half = x[..., layout_permutation(x.shape[-1])].contiguous()
-    cos, sin = cos_sin(x.shape[:-1], x.shape[-1], device=x.device)
-    return {
-        "apply_rope: interleaved, cached table": lambda: apply_rope(x),
+    x_half = x[..., layout_permutation(dim)].contiguous()
+    cos, sin = cos_sin(x.shape[:-1], dim, device=x.device)
+    hf_cos, hf_sin = (t.to(x.device) for t in hf_cos_sin(x.shape[-2], dim))
+    forms: dict[str, Callable[[], torch.Tensor]] = {
+        REFERENCE: lambda: apply_rope(x),
         HALF: lambda: apply_rope(x_half, layout="half"),
+        HF: lambda: hf_apply_rotary(x_half, hf_cos, hf_sin),
         "elementwise real form (eq. 34), cached": lambda: rotate(x, cos, sin, "interleaved"),
         "apply_rope: explicit positions": lambda: apply_rope(x, positions),
         "complex form, angles every call": lambda: apply_rope_complex(x),
-        "per-pair Python loop": lambda: apply_rope_loop(x),
+        COPY: lambda: x.clone(),
     }
+    if with_loop:
+        forms[LOOP] = lambda: apply_rope_loop(x)
+    return forms
+
+
+def _check_forms_agree(x: torch.Tensor, forms: dict[str, Callable[[], torch.Tensor]]) -> None:
+    """Every form (but the copy) must give the reference's rotation of ``x``.
+
+    The tolerance grows with the length: Hugging Face forms its angles
+    ``m * theta_k`` in float32, whose rounding is about ``m * 2**-24`` radians.
+    """
+    atol = 1e-5 + x.shape[-2] * 2.0**-20 * float(x.abs().max())
+    reference = apply_rope(x)
+    permuted = reference[..., layout_permutation(x.shape[-1])]
+    for name, form in forms.items():
+        if name == COPY:
+            continue
+        expected = permuted if name in HALF_LAYOUT_FORMS else reference
+        torch.testing.assert_close(form(), expected, rtol=1e-5, atol=atol, msg=name)
+
+
+def _calls_per_measurement(form: Callable[[], torch.Tensor], min_time: float) -> int:
+    """How many calls take at least ``min_time`` seconds (one call measured first)."""
+    start = time.perf_counter()
+    form()
+    once = max(time.perf_counter() - start, 1e-7)
+    return max(1, round(min_time / once))
+
+
+def _spread(values: Sequence[float]) -> tuple[float, float, float]:
+    return min(values), statistics.median(values), max(values)
 
 
 def time_rope_forms(
-    batch: int = 2,
-    heads: int = 4,
-    seq_len: int = 128,
-    dim: int = 64,
+    seq_lens: Sequence[int] = (128, 1024, 8192),
     *,
-    min_run_time: float = 0.5,
+    batch: int = 1,
+    heads: int = 8,
+    dim: int = 64,
+    repeats: int = 5,
+    min_time: float = 0.02,
+    loop_max_len: int = 128,
     device: torch.device | str = "cpu",
     seed: int = 0,
 ) -> list[Timing]:
-    """Check that every form gives the same result, then time each one.
+    """Check that every form gives the same result, then time each at every length.
+
+    For each length ``T`` the input is ``(batch, heads, T, dim)``, float32. Each
+    repeat times every form once, one after the other (``number`` calls each,
+    chosen so that a measurement lasts at least ``min_time``), on
+    ``torch.get_num_threads()`` threads.
 
     Args:
-        batch, heads, seq_len, dim: the input ``(batch, heads, seq_len, dim)``.
-        min_run_time: seconds of repeated calls per form (torch's
-            ``Timer.blocked_autorange``); the median call time is reported.
+        seq_lens: the lengths ``T`` to time.
+        batch, heads, dim: the rest of the input's shape.
+        repeats: measurements per form and length; the spread is over these.
+        min_time: seconds per measurement, at least.
+        loop_max_len: the Python loop is timed only up to this length.
         device: where the input lives.
         seed: seed of the random input.
 
     Returns:
-        One :class:`Timing` per form, the reference form first (ratio 1).
+        One :class:`Timing` per form and length, the reference form first at
+        each length (its ratios are 1).
     """
+    for name, value in (("batch", batch), ("heads", heads), ("dim", dim), ("repeats", repeats)):
+        check_positive_int(value, name)
+    if not seq_lens:
+        raise ValueError("seq_lens must name at least one length")
+    if not min_time > 0:
+        raise ValueError(f"min_time must be positive, got {min_time}")
     generator = torch.Generator().manual_seed(seed)
-    x = torch.randn(batch, heads, seq_len, dim, generator=generator).to(device)
-    forms = rope_forms(x)
-    reference = apply_rope(x)
-    for name, form in forms.items():
-        expected = reference[..., layout_permutation(dim)] if name == HALF else reference
-        torch.testing.assert_close(form(), expected, rtol=1e-5, atol=1e-5, msg=name)
-    timings = []
-    for form in forms.values():
-        timer = torch_benchmark.Timer(stmt="form()", globals={"form": form}, num_threads=1)
-        timings.append(timer.blocked_autorange(min_run_time=min_run_time).median)
-    return [
-        Timing(name=name, seconds=seconds, ratio=seconds / timings[0])
-        for name, seconds in zip(forms, timings, strict=True)
+    results = []
+    for seq_len in seq_lens:
+        check_positive_int(seq_len, "seq_len")
+        x = torch.randn(batch, heads, seq_len, dim, generator=generator).to(device)
+        forms = rope_forms(x, with_loop=seq_len <= loop_max_len)
+        _check_forms_agree(x, forms)
+        timers = {
+            name: torch_benchmark.Timer(
+                stmt="form()", globals={"form": form}, num_threads=torch.get_num_threads()
+            )
+            for name, form in forms.items()
+        }
+        number = {name: _calls_per_measurement(form, min_time) for name, form in forms.items()}
+        seconds: dict[str, list[float]] = {name: [] for name in forms}
+        for _ in range(repeats):
+            for name, timer in timers.items():
+                seconds[name].append(timer.timeit(number[name]).median)
+        reference = seconds[REFERENCE]
+        for name, times in seconds.items():
+            ratios = [t / r for t, r in zip(times, reference, strict=True)]
+            results.append(Timing(name, seq_len, _spread(times), _spread(ratios)))
+    return results
+
+
+def format_timings(timings: Sequence[Timing]) -> str:
+    """A plain-text table: per length, each form's median time, ratio spread and copy ratio.
+
+    The last column divides the form's median time by the median time of
+    :data:`COPY` at the same length (when it was timed).
+    """
+    lines = [
+        f"{'T':>5s}  {'form':42s} {'median':>10s}  {'x reference: min / median / max':>31s}"
+        f"  {'x copy':>7s}"
     ]
-
-
-def format_timings(timings: list[Timing]) -> str:
-    """A plain-text table of the timings, in the order given."""
-    lines = [f"{'form':42s} {'time per call':>14s} {'x reference':>12s}"]
-    for t in timings:
-        lines.append(f"{t.name:42s} {t.seconds * 1e3:11.3f} ms {t.ratio:12.1f}")
+    for seq_len in dict.fromkeys(t.seq_len for t in timings):
+        at_length = [t for t in timings if t.seq_len == seq_len]
+        copy = next((t.seconds[1] for t in at_length if t.name == COPY), float("nan"))
+        for t in at_length:
+            low, mid, high = t.ratios
+            lines.append(
+                f"{seq_len:5d}  {t.name:42s} {t.seconds[1] * 1e3:7.3f} ms  "
+                f"{low:11.2f} / {mid:7.2f} / {high:7.2f}  {t.seconds[1] / copy:7.2f}"
+            )
     return "\n".join(lines)

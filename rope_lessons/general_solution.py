@@ -3,13 +3,13 @@ r"""The general solution of :math:`R_m^\top R_n = R_{n-m}` and why block rotatio
 Any orthogonal matrix ``O`` gives a solution :math:`R_m = O^m`, and with
 :math:`R_0 = I` every solution has this form. A real orthogonal matrix
 without real eigenvalues is a block rotation in a suitable orthonormal basis:
-:math:`O = P\,B(\varphi)\,P^\top` with ``P`` orthogonal and :math:`B(\varphi)`
+:math:`O = U\,B(\varphi)\,U^\top` with ``U`` orthogonal and :math:`B(\varphi)`
 block-diagonal with 2x2 rotations by angles :math:`\varphi_j`. Then
 
-.. math:: q^\top O^{n-m} k = (P^\top q)^\top B((n-m)\varphi)\,(P^\top k),
+.. math:: q^\top O^{n-m} k = (U^\top q)^\top B((n-m)\varphi)\,(U^\top k),
 
 so "rotate by :math:`O^m`" equals block-diagonal RoPE with frequencies
-:math:`\varphi_j` applied to :math:`P^\top q` and :math:`P^\top k`; with
+:math:`\varphi_j` applied to :math:`U^\top q` and :math:`U^\top k`; with
 :math:`q = W_q x` the basis change is absorbed into :math:`W_q` (and
 :math:`W_k`). J. Su, "Transformer upgrade road 6: completeness analysis of
 rotary position embedding" (kexue.fm/archives/9403, 2022) makes this argument
@@ -49,6 +49,7 @@ def random_orthogonal(
     """
     dim = check_even_dim(dim)
     gaussian = torch.randn(dim, dim, generator=generator, dtype=torch.float64)
+    q: torch.Tensor
     q, r = torch.linalg.qr(gaussian)
     q = q * torch.sign(torch.diagonal(r))  # (d, d); the sign fix makes it Haar-uniform
     if (torch.linalg.det(q) > 0) != proper:
@@ -56,30 +57,8 @@ def random_orthogonal(
     return q.to(dtype)
 
 
-def block_rotation(angles: torch.Tensor) -> torch.Tensor:
-    r"""Block-diagonal matrix turning pair ``j`` (coordinates ``2j, 2j+1``) by ``angles[j]``.
-
-    With ``angles = m * theta`` it is :func:`rope_lessons.rope.rotation_matrix`.
-
-    Args:
-        angles: float tensor ``(d/2,)``.
-
-    Returns:
-        Tensor ``(d, d)`` in the dtype of ``angles``.
-    """
-    if not isinstance(angles, torch.Tensor) or angles.ndim != 1:
-        raise ValueError("angles must be a 1-D tensor of shape (d/2,)")
-    if not angles.is_floating_point():
-        raise TypeError(f"angles must have a floating dtype, got {angles.dtype}")
-    cos, sin = angles.cos(), angles.sin()
-    blocks = torch.stack(
-        (torch.stack((cos, -sin), -1), torch.stack((sin, cos), -1)), -2
-    )  # (d/2, 2, 2)
-    return torch.block_diag(*blocks)
-
-
 def block_diagonalise(orthogonal: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    r"""Write ``O = P @ block_rotation(angles) @ P.T`` with ``P`` orthogonal.
+    r"""Write ``O = U @ rope.block_rotation(angles) @ U.T`` with ``U`` orthogonal.
 
     Each complex eigenpair :math:`e^{\pm i\varphi}` of ``O`` spans an invariant
     plane; for the eigenvector :math:`u = a + ib` of :math:`e^{i\varphi}`, ``O``
@@ -92,7 +71,7 @@ def block_diagonalise(orthogonal: torch.Tensor) -> tuple[torch.Tensor, torch.Ten
             eigenvalues.
 
     Returns:
-        ``(P, angles)``: ``P`` of shape ``(d, d)`` (float64, orthogonal) and
+        ``(U, angles)``: ``U`` of shape ``(d, d)`` (float64, orthogonal) and
         ``angles`` of shape ``(d/2,)`` in ``(0, pi)``, largest first (the
         fastest "frequency" first, as in RoPE).
     """

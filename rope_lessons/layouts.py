@@ -20,7 +20,7 @@ import dataclasses
 import torch
 
 from rope_lessons._checks import check_layout, check_positive_int
-from rope_lessons.model import TinyTransformer
+from rope_lessons.model import Block, TinyTransformer
 from rope_lessons.rope import Layout, layout_permutation
 
 
@@ -64,11 +64,12 @@ def convert_layout(model: TinyTransformer, to: Layout) -> TinyTransformer:
     """
     if not isinstance(model, TinyTransformer):
         raise TypeError(f"model must be a TinyTransformer, got {type(model).__name__}")
-    to = check_layout(to)  # type: ignore[assignment]
+    to = check_layout(to)
     config = model.config
     converted = copy.deepcopy(model)
     converted.config = dataclasses.replace(config, rope_layout=to)
-    for block in converted.blocks:
+    blocks = [block for block in converted.blocks if isinstance(block, Block)]
+    for block in blocks:
         block.attn.config = converted.config
     if config.rope_layout == to or config.position != "rope" or config.rope == "nope":
         return converted
@@ -76,7 +77,7 @@ def convert_layout(model: TinyTransformer, to: Layout) -> TinyTransformer:
     rotated = set(config.rope)  # e.g. {"q", "k"}
     width = config.dim
     with torch.no_grad():
-        for block in converted.blocks:
+        for block in blocks:
             w_qkv = block.attn.qkv.weight  # (3C, C): rows of W_q, then W_k, then W_v
             if rotated & {"q", "k"}:
                 w_qkv[:width] = w_qkv[:width][perm]

@@ -31,10 +31,10 @@ FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
 def _check_float_dtype(dtype: object) -> torch.dtype:
-    if dtype not in FLOAT_DTYPES:
+    if not isinstance(dtype, torch.dtype) or dtype not in FLOAT_DTYPES:
         names = [str(d) for d in FLOAT_DTYPES]
         raise ValueError(f"dtype must be one of {names}, got {dtype!r}")
-    return dtype  # type: ignore[return-value]
+    return dtype
 
 
 def significand_bits(dtype: torch.dtype) -> int:
@@ -48,7 +48,7 @@ def significand_bits(dtype: torch.dtype) -> int:
 
 def first_inexact_integer(dtype: torch.dtype) -> int:
     """The smallest positive integer that ``dtype`` cannot store exactly: ``2**p + 1``."""
-    return 2 ** significand_bits(dtype) + 1
+    return (1 << significand_bits(dtype)) + 1
 
 
 def spacing_at(value: float, dtype: torch.dtype) -> float:

@@ -55,6 +55,7 @@ __all__ = [
     "apply_rope",
     "apply_rope_complex",
     "apply_rope_loop",
+    "block_rotation",
     "cos_sin",
     "frequencies",
     "layout_permutation",
@@ -433,13 +434,32 @@ def rotation_matrix(
     if isinstance(position, bool) or not isinstance(position, int):
         raise TypeError(f"position must be an int, got {type(position).__name__}")
     angles = rotation_angles(torch.tensor(position), dim, base, p=p, theta=theta)  # (d/2,)
+    return block_rotation(angles).to(dtype)
+
+
+def block_rotation(angles: torch.Tensor) -> torch.Tensor:
+    r"""Block-diagonal matrix turning pair ``j`` (coordinates ``2j, 2j+1``) by ``angles[j]``.
+
+    The columns of each block are :func:`turn` applied to the unit vectors.
+    With ``angles = m * theta`` it is :func:`rotation_matrix`.
+
+    Args:
+        angles: float tensor ``(d/2,)``.
+
+    Returns:
+        Tensor ``(d, d)`` in the dtype of ``angles``.
+    """
+    if not isinstance(angles, torch.Tensor) or angles.ndim != 1:
+        raise ValueError("angles must be a 1-D tensor of shape (d/2,)")
+    if not angles.is_floating_point():
+        raise TypeError(f"angles must have a floating dtype, got {angles.dtype}")
     cos, sin = angles.cos(), angles.sin()
     ones, zeros = torch.ones_like(cos), torch.zeros_like(cos)
     first_column = torch.stack(turn(ones, zeros, cos, sin), -1)  # (d/2, 2): image of e_1
     second_column = torch.stack(turn(zeros, ones, cos, sin), -1)  # (d/2, 2): image of e_2
     blocks = torch.stack((first_column, second_column), -1)  # (d/2, 2, 2)
     matrix: torch.Tensor = torch.block_diag(*blocks.unbind(0))  # (d, d)
-    return matrix.to(dtype)
+    return matrix
 
 
 def layout_permutation(dim: int) -> torch.Tensor:

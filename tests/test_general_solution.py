@@ -7,8 +7,8 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rope_lessons.general_solution import block_diagonalise, block_rotation, random_orthogonal
-from rope_lessons.rope import frequencies, rotation_matrix
+from rope_lessons.general_solution import block_diagonalise, random_orthogonal
+from rope_lessons.rope import apply_rope, block_rotation, frequencies
 
 dims = st.integers(1, 8).map(lambda half: 2 * half)
 positions = st.integers(-40, 40)
@@ -44,8 +44,11 @@ def test_powers_of_a_non_orthogonal_matrix_are_not_relative() -> None:
 
 
 @given(m=positions, dim=dims)
-def test_block_rotation_of_rope_angles_is_the_rope_matrix(m: int, dim: int) -> None:
-    torch.testing.assert_close(block_rotation(m * frequencies(dim)), rotation_matrix(m, dim))
+def test_block_rotation_of_rope_angles_is_the_rope_rotation(m: int, dim: int) -> None:
+    """The matrix form against apply_rope's complex multiplication (a separate kernel)."""
+    x = torch.randn(dim, generator=torch.Generator().manual_seed(m % 1000), dtype=torch.float64)
+    expected = apply_rope(x[None], torch.tensor([m]))[0]
+    torch.testing.assert_close(block_rotation(m * frequencies(dim)) @ x, expected)
 
 
 @given(dim=dims, seed=seeds)

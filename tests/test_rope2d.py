@@ -10,8 +10,16 @@ from helpers import random_features
 from hypothesis import given
 from hypothesis import strategies as st
 
+from rope_lessons.general_solution import random_orthogonal
 from rope_lessons.rope import apply_rope
-from rope_lessons.rope2d import apply_rope_2d, grid_positions, rotation_matrix_2d
+from rope_lessons.rope2d import (
+    apply_rope_2d,
+    apply_rope_2d_general,
+    axial_frequencies,
+    grid_positions,
+    mixed_frequencies,
+    rotation_matrix_2d,
+)
 
 dims_2d = st.integers(1, 16).map(lambda quarter: 4 * quarter)
 coordinates = st.integers(-10_000, 10_000)
@@ -97,6 +105,101 @@ def test_flattened_1d_rope_confuses_offsets_that_2d_rope_separates() -> None:
     right_neighbour, next_row_start = (6, 7), (4, 5)  # offsets (1, 0) and (1 - W, 1)
     assert math.isclose(score_1d(*right_neighbour), score_1d(*next_row_start), rel_tol=1e-12)
     assert abs(score_2d(*right_neighbour) - score_2d(*next_row_start)) > 1e-3
+
+
+def general_at(
+    x: torch.Tensor, column: int, row: int, freqs: tuple[torch.Tensor, torch.Tensor], layout: str
+) -> torch.Tensor:
+    """Rotate one vector ``(d,)`` by the per-pair angles column * a + row * b."""
+    return apply_rope_2d_general(
+        x[None],
+        torch.tensor([column]),
+        torch.tensor([row]),
+        *freqs,
+        layout=layout,  # type: ignore[arg-type]
+    )[0]
+
+
+@given(dim=dims_2d, column=coordinates, row=coordinates, seed=seeds)
+def test_axial_frequencies_reproduce_apply_rope_2d(
+    dim: int, column: int, row: int, seed: int
+) -> None:
+    x = random_features(dim, seed=seed)
+    general = general_at(x, column, row, axial_frequencies(dim), "interleaved")
+    torch.testing.assert_close(general, at(x, column, row), rtol=1e-10, atol=1e-10)
+
+
+def test_mixed_frequencies_golden_values() -> None:
+    """d = 8, base 10: magnitudes 1 and 10^-1/2; direction pi/2 swaps x and y."""
+    a, b = mixed_frequencies(8, 10.0, direction=math.pi / 2)
+    small = 10**-0.5
+    torch.testing.assert_close(a, torch.tensor([0.0, 0.0, -1.0, -small], dtype=torch.float64))
+    torch.testing.assert_close(b, torch.tensor([1.0, small, 0.0, 0.0], dtype=torch.float64))
+    a0, b0 = mixed_frequencies(16, 100.0)
+    axial_a, axial_b = axial_frequencies(16, 100.0)
+    torch.testing.assert_close(a0, axial_a, rtol=0, atol=1e-15)
+    torch.testing.assert_close(b0, axial_b, rtol=0, atol=1e-15)
+
+
+@given(
+    dim=dims_2d,
+    x1=coordinates,
+    y1=coordinates,
+    x2=coordinates,
+    y2=coordinates,
+    layout=layouts,
+    direction=st.floats(0.0, 2 * math.pi),
+    seed=seeds,
+)
+def test_mixed_frequencies_give_scores_of_the_offset_alone(
+    dim: int, x1: int, y1: int, x2: int, y2: int, layout: str, direction: float, seed: int
+) -> None:
+    q, k = random_features(2, dim, seed=seed)
+    freqs = mixed_frequencies(dim, direction=direction)
+    lhs = general_at(q, x1, y1, freqs, layout) @ general_at(k, x2, y2, freqs, layout)
+    rhs = q @ general_at(k, x2 - x1, y2 - y1, freqs, layout)
+    assert math.isclose(lhs, rhs, rel_tol=1e-9, abs_tol=1e-9 * dim)
+
+
+def test_mixed_frequencies_tell_apart_offsets_on_one_diagonal() -> None:
+    """A pair turning with x + y only (a = b) cannot tell (1, 0) from (0, 1); mixed ones can."""
+    q, k = random_features(2, 8)
+    ones = torch.ones(4, dtype=torch.float64)
+    diagonal = (ones, ones)
+    mixed = mixed_frequencies(8, direction=0.3)
+    for freqs, same in ((diagonal, True), (mixed, False)):
+        right = q @ general_at(k, 1, 0, freqs, "interleaved")
+        up = q @ general_at(k, 0, 1, freqs, "interleaved")
+        assert math.isclose(right, up, rel_tol=1e-12) is same
+
+
+def test_non_commuting_generators_break_the_2d_requirement() -> None:
+    """R(x, y) = A^x B^y with orthogonal A, B that do not commute is not relative."""
+    generator = torch.Generator().manual_seed(0)
+    a, b = (random_orthogonal(4, generator=generator) for _ in range(2))
+
+    def rotation(column: int, row: int) -> torch.Tensor:
+        return torch.linalg.matrix_power(a, column) @ torch.linalg.matrix_power(b, row)
+
+    assert not torch.allclose(a @ b, b @ a)
+    lhs = rotation(0, 1).T @ rotation(1, 0)  # B^-1 A; would be R(1, -1) = A B^-1 if relative
+    assert (lhs - rotation(1, -1)).abs().max() > 0.1
+
+
+def test_general_rotation_keeps_dtype_and_refuses_bad_frequencies() -> None:
+    x = random_features(3, 8, dtype=torch.float32).to(torch.bfloat16)
+    freqs = mixed_frequencies(8)
+    out = apply_rope_2d_general(x, torch.arange(3), torch.arange(3), *freqs)
+    assert out.dtype == torch.bfloat16 and out.shape == x.shape
+    with pytest.raises(ValueError, match="freqs_x"):
+        apply_rope_2d_general(x, torch.arange(3), torch.arange(3), torch.zeros(3), freqs[1])
+    with pytest.raises(TypeError, match="freqs_y"):
+        apply_rope_2d_general(x, torch.arange(3), torch.arange(3), freqs[0], torch.arange(4))
+    with pytest.raises(ValueError, match="finite"):
+        nan = torch.full((4,), math.nan)
+        apply_rope_2d_general(x, torch.arange(3), torch.arange(3), freqs[0], nan)
+    with pytest.raises(ValueError, match="direction"):
+        mixed_frequencies(8, direction=math.inf)
 
 
 X, THREE = torch.zeros(3, 8), torch.arange(3)

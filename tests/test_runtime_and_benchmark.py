@@ -1,4 +1,4 @@
-"""Device and preset choice, seeding, the learning-rate schedule and the benchmark."""
+"""Device and preset choice, seeding and the learning-rate schedule."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import itertools
 import pytest
 import torch
 
-from rope_lessons.benchmark import format_timings, time_rope_forms
 from rope_lessons.runtime import (
     PRESET_ENV,
     THREADS_ENV,
@@ -71,10 +70,3 @@ def test_learning_rate_warms_up_then_decays_to_a_tenth() -> None:
 def test_smoothed_losses_are_running_means() -> None:
     result = TrainResult(losses=[4.0, 2.0, 0.0, 2.0], wall_seconds=1.0)
     assert result.smoothed(2) == [4.0, 3.0, 1.0, 1.0]
-
-
-def test_benchmark_checks_and_times_every_form() -> None:
-    timings = time_rope_forms(1, 1, 8, 8, min_run_time=0.01)
-    assert timings[0].ratio == 1.0 and len(timings) == 6
-    assert all(t.seconds > 0 for t in timings)
-    assert "per-pair Python loop" in format_timings(timings)

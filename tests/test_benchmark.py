@@ -1,0 +1,78 @@
+"""The speed benchmark: Hugging Face's form written out, the timed forms, the table."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from helpers import random_features
+
+from rope_lessons.benchmark import (
+    COPY,
+    HF,
+    LOOP,
+    REFERENCE,
+    format_timings,
+    hf_apply_rotary,
+    hf_cos_sin,
+    hf_rotate_half,
+    time_rope_forms,
+)
+from rope_lessons.rope import apply_rope
+
+
+def test_hf_rotate_half_matches_transformers() -> None:
+    pytest.importorskip("transformers")
+    from transformers.models.llama.modeling_llama import rotate_half
+
+    x = random_features(3, 5, 16, dtype=torch.float32)
+    torch.testing.assert_close(hf_rotate_half(x), rotate_half(x), rtol=0, atol=0)
+
+
+def test_hf_rotate_half_golden_values() -> None:
+    assert hf_rotate_half(torch.tensor([1.0, 2.0, 3.0, 4.0])).tolist() == [-3.0, -4.0, 1.0, 2.0]
+
+
+def test_hf_tables_repeat_each_angle_by_concatenation() -> None:
+    cos, sin = hf_cos_sin(7, 8)
+    assert cos.shape == sin.shape == (7, 8) and cos.dtype == torch.float32
+    torch.testing.assert_close(cos[:, :4], cos[:, 4:], rtol=0, atol=0)
+    assert float(cos[3, 0]) == pytest.approx(torch.cos(torch.tensor(3.0)).item())
+    assert float(sin[3, 1]) == pytest.approx(torch.sin(torch.tensor(0.3)).item(), rel=1e-6)
+
+
+def test_hf_form_matches_transformers_and_apply_rope_half() -> None:
+    x = random_features(2, 3, 10, 16, dtype=torch.float32)
+    cos, sin = hf_cos_sin(10, 16)
+    ours = hf_apply_rotary(x, cos, sin)
+    torch.testing.assert_close(ours, apply_rope(x, layout="half"), rtol=1e-5, atol=1e-5)
+    pytest.importorskip("transformers")
+    from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+    theirs, _ = apply_rotary_pos_emb(x, x, cos[None], sin[None])
+    torch.testing.assert_close(ours, theirs, rtol=0, atol=0)
+
+
+def test_benchmark_times_every_form_at_every_length() -> None:
+    timings = time_rope_forms(
+        (8, 16), batch=1, heads=1, dim=8, repeats=2, min_time=1e-4, loop_max_len=8
+    )
+    by_length = {t.seq_len: [x.name for x in timings if x.seq_len == t.seq_len] for t in timings}
+    assert list(by_length) == [8, 16]
+    assert by_length[8][0] == REFERENCE and LOOP in by_length[8] and LOOP not in by_length[16]
+    assert {HF, COPY} <= set(by_length[16])
+    for t in timings:
+        low, mid, high = t.ratios
+        assert 0 < low <= mid <= high and 0 < t.seconds[0] <= t.seconds[1] <= t.seconds[2]
+        if t.name == REFERENCE:
+            assert t.ratios == (1.0, 1.0, 1.0)
+    table = format_timings(timings)
+    assert table.count(REFERENCE) == 2 and LOOP in table
+
+
+def test_benchmark_refuses_bad_arguments() -> None:
+    with pytest.raises(ValueError, match="seq_lens"):
+        time_rope_forms(())
+    with pytest.raises(ValueError, match="repeats"):
+        time_rope_forms((8,), repeats=0)
+    with pytest.raises(ValueError, match="min_time"):
+        time_rope_forms((8,), min_time=0.0)
