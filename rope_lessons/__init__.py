@@ -15,13 +15,16 @@ Modules, in the order the course uses them:
   :mod:`rope_lessons.rope2d`, :mod:`rope_lessons.precision`: chapter 3's
   general solution, layout porting, 2D RoPE and precision measurements;
 * :mod:`rope_lessons.decay`: RoFormer's decay bound and its critique, measured (chapter 4);
+* :mod:`rope_lessons.spectrum`: pair norms, p-RoPE, partial rotary, ablations (chapter 5);
 * :mod:`rope_lessons.model`, :mod:`rope_lessons.training`,
   :mod:`rope_lessons.synthetic`, :mod:`rope_lessons.corpus`: the toy models,
   their training loop and their data;
 * :mod:`rope_lessons.experiments`, :mod:`rope_lessons.learning_curves`: toy
   experiments over several seeds and their summaries;
 * :mod:`rope_lessons.runtime`: device, preset and seed for the notebooks;
-* :mod:`rope_lessons.benchmark`: timing of the RoPE forms.
+* :mod:`rope_lessons.benchmark`: timing of the RoPE forms;
+* :mod:`rope_lessons.recurrence`: linear recurrences with real and complex decay,
+  VO-RoPE as one of them, and chapter 7's small recurrent models.
 """
 
 from rope_lessons.attention import attention, rotate_inputs, rotate_output

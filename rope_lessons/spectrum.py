@@ -310,3 +310,27 @@ def previous_token_head(
     one = torch.ones(seq_len, dtype=torch.long)
     k = apply_rope(q, one, base=base, layout=layout)
     return q, k
+
+
+@torch.no_grad()
+def mean_pair_norms(
+    model: TinyTransformer, tokens: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean norm of each rotary pair of the queries and keys, per layer and head.
+
+    The queries and keys are those of :meth:`TinyTransformer.layer_qkv` (before
+    rotation, which does not change pair norms), averaged over the batch and
+    every position: Barbero et al.'s measure of which frequencies a head uses.
+
+    Args:
+        model: a RoPE model.
+        tokens: token ids ``(B, T)``.
+
+    Returns:
+        ``(query_norms, key_norms)``, each ``(L, H, D/2)``: layers, heads, pairs.
+    """
+    layout = model.config.rope_layout
+    per_layer = model.layer_qkv(tokens)
+    queries = torch.stack([pair_norms(qkv.q, layout).mean(dim=(0, 2)) for qkv in per_layer])
+    keys = torch.stack([pair_norms(qkv.k, layout).mean(dim=(0, 2)) for qkv in per_layer])
+    return queries, keys

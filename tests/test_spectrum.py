@@ -113,6 +113,35 @@ def test_partial_rotary_matches_transformers_gpt_neox(fraction: float) -> None:
     assert theta[rotated:].eq(0).all()
 
 
+@pytest.mark.parametrize("fraction", [0.25, 0.5, 1.0])
+def test_gpt_neox_partial_rotary_is_rope_with_our_table_up_to_a_permutation(
+    fraction: float,
+) -> None:
+    """Hugging Face's GPT-NeoX attention rotation equals ours with the partial-rotary table.
+
+    GPT-NeoX rotates dims (i, i + r/2) for i < r/2 and passes dims r.. through;
+    reading its dimensions in the order of our half layout makes them equal.
+    """
+    neox = pytest.importorskip("transformers.models.gpt_neox.modeling_gpt_neox")
+    from transformers import GPTNeoXConfig
+
+    dim, seq_len = 64, 40
+    config = GPTNeoXConfig(
+        hidden_size=2 * dim, num_attention_heads=2, rotary_pct=fraction, rotary_emb_base=100.0
+    )
+    x = random_features(1, 2, seq_len, dim, seed=3).float()
+    cos, sin = neox.GPTNeoXRotaryEmbedding(config)(x, torch.arange(seq_len)[None])
+    theirs, _ = neox.apply_rotary_pos_emb(x, x, cos, sin)
+    rotary = int(dim * fraction)
+    passed = torch.arange(rotary, dim)  # unrotated dims, two per remaining pair
+    first = torch.cat((torch.arange(rotary // 2), passed[0::2]))
+    second = torch.cat((torch.arange(rotary // 2, rotary), passed[1::2]))
+    order = torch.cat((first, second))  # our half layout: pair k = (k, k + d/2)
+    theta = partial_rotary_theta(dim, fraction, base=100.0)
+    ours = apply_rope(x[..., order], theta=theta, layout="half")
+    torch.testing.assert_close(ours, theirs[..., order], rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("p", [0.25, 0.5, 0.75, 1.0])
 def test_prope_matches_transformers_proportional_rope(p: float) -> None:
     """Hugging Face's "proportional" RoPE (Gemma's rope_proportion) is p-RoPE."""

@@ -1,0 +1,680 @@
+r"""Linear recurrences with real and complex decay, and the road to them from VO-RoPE.
+
+The recurrence :math:`s_t = \lambda\, s_{t-1} + x_t` with :math:`s_{-1} = 0` has
+the closed form :math:`s_t = \sum_{u \le t} \lambda^{t-u} x_u`: a causal
+"attention" whose weights depend on the distance ``t - u`` alone. Chapter 7
+computes it both ways (:func:`linear_recurrence` step by step in ``O(T)``,
+:func:`linear_recurrence_parallel` as one ``T x T`` weighted sum in
+``O(T^2)``), shows that VO-RoPE with the causal weights
+:math:`a_{mn} = \gamma^{m-n}` is this recurrence with the complex decay
+:math:`\gamma e^{-i\theta_k}` on pair ``k`` read as a complex number
+(J. Su, kexue.fm/archives/10862, 2025), and trains three small sequence models
+built on it:
+
+* ``"real"``: a diagonal linear recurrence with real decays in ``(0, 1)``;
+* ``"complex"``: the LRU of Orvieto et al. 2023 (arXiv:2303.06349): complex
+  decays :math:`\lambda = \exp(-e^{\nu} + i e^{\phi})` initialised on a ring,
+  inputs scaled by :math:`\sqrt{1 - |\lambda|^2}`;
+* ``"retnet"``: retention (Sun et al. 2023, arXiv:2307.08621): a real decay
+  :math:`\gamma_h` per head and RoPE on queries and keys, no softmax.
+
+Shapes: ``...`` any leading dimensions, ``T`` sequence length, ``n`` channels
+of the recurrence, ``d`` an even feature dimension (``d/2`` pairs), ``B``
+batch, ``H`` heads, ``D`` head dimension, ``C`` model width, ``V`` vocabulary.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from torch import nn
+from torch.utils import benchmark as torch_benchmark
+
+from rope_lessons._checks import (
+    check_base,
+    check_choice,
+    check_even_dim,
+    check_positive_int,
+    check_positive_number,
+)
+from rope_lessons.attention import rotate_inputs, rotate_output
+from rope_lessons.experiments import RunResult
+from rope_lessons.rope import frequencies
+from rope_lessons.runtime import seed_everything
+from rope_lessons.synthetic import Task, batch_sampler
+from rope_lessons.training import evaluate, train
+
+MixerKind = Literal["real", "complex", "retnet"]
+MIXER_KINDS = ("real", "complex", "retnet")
+Form = Literal["parallel", "recurrent"]
+FORMS = ("parallel", "recurrent")
+
+
+# --- the two forms of the recurrence -------------------------------------------------
+
+
+def _check_recurrence_args(x: object, decay: object) -> tuple[torch.Tensor, torch.Tensor]:
+    """``x`` as a tensor ``(..., T, n)`` and ``decay`` as a 0-d or ``(n,)`` tensor on its device."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+    if not (x.is_floating_point() or x.is_complex()):
+        raise TypeError(f"x must have a floating or complex dtype, got {x.dtype}")
+    if x.ndim < 2:
+        raise ValueError(f"x must have shape (..., seq, channels), got {tuple(x.shape)}")
+    if isinstance(decay, bool) or not isinstance(decay, (int, float, complex, torch.Tensor)):
+        raise TypeError(f"decay must be a number or a torch.Tensor, got {type(decay).__name__}")
+    decay = torch.as_tensor(decay, device=x.device)
+    if not (decay.is_floating_point() or decay.is_complex()):
+        decay = decay.to(torch.get_default_dtype())
+    if decay.ndim > 1 or (decay.ndim == 1 and decay.shape[0] != x.shape[-1]):
+        raise ValueError(
+            f"decay must be a scalar or have shape (channels,) = ({x.shape[-1]},), "
+            f"got {tuple(decay.shape)}"
+        )
+    if not bool(torch.isfinite(decay).all()):
+        raise ValueError("decay must be finite")
+    dtype = torch.promote_types(x.dtype, decay.dtype)
+    return x.to(dtype), decay.to(dtype)
+
+
+def linear_recurrence(x: torch.Tensor, decay: torch.Tensor | complex) -> torch.Tensor:
+    r"""The states :math:`s_t = \lambda\, s_{t-1} + x_t` with :math:`s_{-1} = 0`, step by step.
+
+    ``O(T)`` sequential steps, each an elementwise product: how an RNN runs at
+    inference, one token at a time.
+
+    Args:
+        x: inputs ``(..., T, n)``, real or complex.
+        decay: :math:`\lambda`, a number or a tensor of shape ``()`` or
+            ``(n,)`` (one decay per channel), real or complex.
+
+    Returns:
+        The states ``(..., T, n)``, in the dtype of ``x`` and ``decay`` promoted
+        together.
+    """
+    x, decay = _check_recurrence_args(x, decay)
+    state = torch.zeros_like(x[..., 0, :])  # (..., n)
+    states = []
+    for t in range(x.shape[-2]):
+        state = decay * state + x[..., t, :]
+        states.append(state)
+    return torch.stack(states, dim=-2)  # (..., T, n)
+
+
+def decay_powers(decay: torch.Tensor, seq_len: int) -> torch.Tensor:
+    r"""The causal weights :math:`\lambda^{t-u}` for ``u <= t``, zero above the diagonal.
+
+    Each power is formed from the distance ``t - u >= 0`` directly, as
+    :math:`|\lambda|^{t-u} e^{i (t-u) \arg\lambda}`: never as
+    :math:`\lambda^t \lambda^{-u}`, whose second factor overflows for
+    :math:`|\lambda| < 1` long before ``T`` is large. ``0^0 = 1``, so a zero
+    decay gives the identity.
+
+    Args:
+        decay: tensor of any shape ``(...,)``, real or complex.
+        seq_len: ``T``.
+
+    Returns:
+        Tensor ``(..., T, T)`` in the dtype of ``decay``: row ``t``, column ``u``.
+    """
+    if not isinstance(decay, torch.Tensor):
+        raise TypeError(f"decay must be a torch.Tensor, got {type(decay).__name__}")
+    seq_len = check_positive_int(seq_len, "seq_len")
+    steps = torch.arange(seq_len, device=decay.device)
+    distance = steps[:, None] - steps[None, :]  # (T, T): t - u
+    causal = distance >= 0
+    real_dtype = decay.real.dtype if decay.is_complex() else decay.dtype
+    distance = distance.clamp(min=0).to(real_dtype)
+    decay = decay[..., None, None]
+    if decay.is_complex():
+        powers = torch.polar(decay.abs() ** distance, decay.angle() * distance)
+    else:
+        powers = decay**distance  # exact sign for a negative decay: the exponent is whole
+    return powers * causal  # (..., T, T)
+
+
+def linear_recurrence_parallel(x: torch.Tensor, decay: torch.Tensor | complex) -> torch.Tensor:
+    r"""The states of :func:`linear_recurrence` from :math:`s_t = \sum_{u \le t} \lambda^{t-u} x_u`.
+
+    One ``T x T`` causal weighted sum per channel (:func:`decay_powers`): the
+    attention-like form, ``O(T^2 n)`` work but no sequential loop, which is how
+    such models are trained. Equal to the recurrent form to float tolerance
+    for :math:`|\lambda| \le 1`.
+
+    Args, Returns: as :func:`linear_recurrence`.
+    """
+    x, decay = _check_recurrence_args(x, decay)
+    kernel = decay_powers(decay, x.shape[-2])  # (T, T) or (n, T, T)
+    if decay.ndim == 0:
+        return kernel @ x  # (..., T, n)
+    return torch.einsum("ntu,...un->...tn", kernel, x)
+
+
+# --- VO-RoPE and complex numbers -----------------------------------------------------
+
+
+def pairs_to_complex(x: torch.Tensor) -> torch.Tensor:
+    r"""Read pair ``k`` of ``x`` (interleaved layout) as :math:`z_k = x_{2k} + i\, x_{2k+1}`.
+
+    With this reading, the course's :math:`R_m` (pair ``k`` turned
+    counter-clockwise by :math:`m\theta_k`) is multiplication by
+    :math:`e^{i m \theta_k}`.
+
+    Args:
+        x: real features ``(..., d)``, ``d`` even.
+
+    Returns:
+        Complex tensor ``(..., d/2)``.
+    """
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point():
+        raise TypeError("x must be a real floating torch.Tensor")
+    check_even_dim(x.shape[-1] if x.ndim else 0, "the last dimension of x")
+    return torch.complex(x[..., 0::2], x[..., 1::2])
+
+
+def complex_to_pairs(z: torch.Tensor) -> torch.Tensor:
+    """The inverse of :func:`pairs_to_complex`: ``(..., d/2)`` complex -> ``(..., d)`` real."""
+    if not isinstance(z, torch.Tensor) or not z.is_complex():
+        raise TypeError("z must be a complex torch.Tensor")
+    return torch.view_as_real(z).flatten(-2)
+
+
+def vo_rope_decay(gamma: float, dim: int, base: float = 10000.0) -> torch.Tensor:
+    r"""Per pair, the complex decay :math:`\gamma e^{-i\theta_k}` of VO-RoPE with weights γ^(m-n).
+
+    From :math:`o_m = \sum_{n \le m} \gamma^{m-n} R_{n-m} v_n` and
+    :math:`R_{n-m} = e^{i(n-m)\theta_k}` on pair ``k``:
+    :math:`o_m = \sum_{n \le m} (\gamma e^{-i\theta_k})^{m-n} v_n`.
+
+    Args:
+        gamma: the real decay, in ``(0, 1]``.
+        dim: the feature dimension ``d`` (even).
+        base: RoPE's base.
+
+    Returns:
+        Complex128 tensor ``(d/2,)``.
+    """
+    gamma = check_positive_number(gamma, "gamma")
+    if gamma > 1:
+        raise ValueError(f"gamma must lie in (0, 1], got {gamma}")
+    theta = frequencies(dim, check_base(base))  # (d/2,) float64
+    return torch.polar(torch.full_like(theta, gamma), -theta)
+
+
+def vo_rope_weighted_sum(
+    v: torch.Tensor, weights: torch.Tensor, *, base: float = 10000.0
+) -> torch.Tensor:
+    r"""VO-RoPE with given weights: :math:`o_m = R_m^\top \sum_n a_{mn} R_n v_n`.
+
+    The rotations are those of :func:`~rope_lessons.attention.attention` with
+    ``rope="vo"`` (:func:`~rope_lessons.attention.rotate_inputs` and
+    :func:`~rope_lessons.attention.rotate_output`, interleaved layout,
+    positions ``0 .. T-1``) around any weight matrix: e.g. the causal
+    :math:`a_{mn} = \gamma^{m-n}` of :func:`decay_powers` in place of softmax.
+
+    Args:
+        v: values ``(B, H, T, D)``, ``D`` even.
+        weights: ``(B, H, T, T)`` or broadcastable to it, row ``m`` the
+            weights of query ``m``.
+        base: RoPE's base.
+
+    Returns:
+        Outputs ``(B, H, T, D)``.
+    """
+    if not isinstance(v, torch.Tensor) or v.ndim != 4:
+        raise ValueError("v must be a (batch, heads, seq, head_dim) tensor")
+    if not isinstance(weights, torch.Tensor) or weights.shape[-2:] != (v.shape[-2],) * 2:
+        raise ValueError(f"weights must be a (..., T, T) tensor with T = {v.shape[-2]}")
+    rotated = rotate_inputs(v, v, v, rope="vo", base=base)[2]  # R_n v_n
+    return rotate_output(weights.to(v.dtype) @ rotated, rope="vo", base=base)  # R_m^T (...)
+
+
+# --- three small sequence models -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RecurrentConfig:
+    """Everything that defines a :class:`RecurrentModel`.
+
+    Attributes:
+        vocab_size: ``V``.
+        mixer: ``"real"``, ``"complex"`` or ``"retnet"`` (see the module docstring).
+        dim: model width ``C``.
+        state: complex channels ``N`` of the ``"complex"`` mixer; the
+            ``"real"`` mixer gets ``2N`` real channels, so that both keep
+            ``2N`` real numbers per token and have the same input and output
+            matrices' sizes.
+        n_heads: heads of the ``"retnet"`` mixer (``C / n_heads`` even).
+        n_layers: blocks.
+        r_min, r_max: the ring of initial decay moduli, as in LRU.
+        max_phase: initial phases of the complex decays drawn from
+            ``U[0, max_phase]`` (LRU: ``2 pi``).
+        rope_base: RoPE's base in the ``"retnet"`` mixer.
+        form: ``"parallel"`` (training) or ``"recurrent"`` (step by step).
+    """
+
+    vocab_size: int
+    mixer: MixerKind = "complex"
+    dim: int = 64
+    state: int = 32
+    n_heads: int = 4
+    n_layers: int = 1
+    mlp_ratio: int = 4
+    r_min: float = 0.9
+    r_max: float = 0.999
+    max_phase: float = 2 * math.pi
+    rope_base: float = 10000.0
+    form: Form = "parallel"
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "dim", "state", "n_heads", "n_layers", "mlp_ratio"):
+            check_positive_int(getattr(self, name), name)
+        check_choice(self.mixer, "mixer", MIXER_KINDS)
+        check_choice(self.form, "form", FORMS)
+        if not 0 < self.r_min <= self.r_max < 1:
+            raise ValueError(
+                f"need 0 < r_min <= r_max < 1, got r_min={self.r_min}, r_max={self.r_max}"
+            )
+        check_positive_number(self.max_phase, "max_phase")
+        check_base(self.rope_base)
+        if self.dim % self.n_heads or (self.dim // self.n_heads) % 2:
+            raise ValueError(
+                f"dim / n_heads must be an even integer, got dim={self.dim}, n_heads={self.n_heads}"
+            )
+
+
+def _run_recurrence(x: torch.Tensor, decay: torch.Tensor, form: Form) -> torch.Tensor:
+    """:func:`linear_recurrence_parallel` or :func:`linear_recurrence` on ``x`` ``(..., T, n)``."""
+    if form == "parallel":
+        return linear_recurrence_parallel(x, decay)
+    return linear_recurrence(x, decay)
+
+
+def _ring_log_decay(channels: int, r_min: float, r_max: float) -> torch.Tensor:
+    r"""LRU's ring: :math:`\nu` for :math:`|\lambda| = e^{-e^\nu}`, :math:`|\lambda|^2` uniform.
+
+    :math:`|\lambda|^2` is drawn uniformly from ``[r_min^2, r_max^2]``.
+    """
+    u = torch.rand(channels)
+    modulus = (r_min**2 + u * (r_max**2 - r_min**2)).sqrt()
+    return (-modulus.log()).log()
+
+
+class RealDecayMixer(nn.Module):
+    r"""A diagonal linear recurrence with real decays :math:`\lambda_j = e^{-e^{\nu_j}} \in (0, 1)`.
+
+    :math:`s_t = \lambda \odot s_{t-1} + \sqrt{1-\lambda^2} \odot B u_t`,
+    output :math:`C s_t`, with ``2N`` real channels.
+    """
+
+    def __init__(self, config: RecurrentConfig) -> None:
+        super().__init__()
+        channels = 2 * config.state
+        self.form: Form = config.form
+        self.log_rate = nn.Parameter(_ring_log_decay(channels, config.r_min, config.r_max))
+        self.inp = nn.Linear(config.dim, channels, bias=False)
+        self.out = nn.Linear(channels, config.dim, bias=False)
+
+    def decay(self) -> torch.Tensor:
+        """The decays ``(2N,)``, real, in ``(0, 1)``."""
+        return torch.exp(-self.log_rate.exp())
+
+    def forward(self, u: torch.Tensor) -> torch.Tensor:
+        """``u`` ``(B, T, C)`` -> ``(B, T, C)``."""
+        decay = self.decay()
+        x = self.inp(u) * (1 - decay**2).sqrt()  # (B, T, 2N)
+        out: torch.Tensor = self.out(_run_recurrence(x, decay, self.form))
+        return out
+
+
+class ComplexDecayMixer(nn.Module):
+    r"""The LRU layer: complex decays :math:`\lambda_j = \exp(-e^{\nu_j} + i e^{\phi_j})`.
+
+    :math:`s_t = \lambda \odot s_{t-1} + \gamma \odot B u_t` with ``N``
+    complex channels, output :math:`\mathrm{Re}(C s_t)`; :math:`\gamma` is
+    trained, initialised to :math:`\sqrt{1 - |\lambda|^2}`. Moduli start on
+    the ring ``[r_min, r_max]``, phases in ``[0, max_phase]``.
+    """
+
+    def __init__(self, config: RecurrentConfig) -> None:
+        super().__init__()
+        n = config.state
+        self.form: Form = config.form
+        self.log_rate = nn.Parameter(_ring_log_decay(n, config.r_min, config.r_max))
+        self.log_phase = nn.Parameter((torch.rand(n) * config.max_phase).log())
+        modulus = torch.exp(-self.log_rate.detach().exp())
+        self.log_gamma = nn.Parameter(0.5 * (1 - modulus**2).log())
+        self.inp = nn.Linear(config.dim, 2 * n, bias=False)  # real and imaginary parts of B
+        self.out = nn.Linear(2 * n, config.dim, bias=False)  # [Re s, Im s] -> Re(C s)
+
+    def decay(self) -> torch.Tensor:
+        """The decays ``(N,)``, complex, inside the unit disc."""
+        return torch.exp(torch.complex(-self.log_rate.exp(), self.log_phase.exp()))
+
+    def forward(self, u: torch.Tensor) -> torch.Tensor:
+        """``u`` ``(B, T, C)`` -> ``(B, T, C)``."""
+        real, imag = self.inp(u).chunk(2, dim=-1)  # (B, T, N) each
+        x = torch.complex(real, imag) * self.log_gamma.exp()
+        states = _run_recurrence(x, self.decay(), self.form)  # (B, T, N) complex
+        out: torch.Tensor = self.out(torch.cat((states.real, states.imag), dim=-1))
+        return out
+
+
+def retnet_decays(n_heads: int) -> torch.Tensor:
+    r"""RetNet's fixed decay per head, :math:`\gamma_h = 1 - 2^{-5-h}`, ``(H,)`` float32."""
+    n_heads = check_positive_int(n_heads, "n_heads")
+    return 1 - 2.0 ** (-5 - torch.arange(n_heads, dtype=torch.float32))
+
+
+class RetentionMixer(nn.Module):
+    r"""Retention: :math:`o_t = \sum_{u \le t} \gamma_h^{t-u} (R_t q_t)^\top (R_u k_u) v_u`.
+
+    Real decays (:func:`retnet_decays`), RoPE on queries and keys
+    (:func:`~rope_lessons.attention.rotate_inputs` with ``rope="qk"``), no
+    softmax; each head's output normalised (RetNet's group norm) before the
+    output projection. The recurrent form keeps a ``D x D`` state per head,
+    :math:`S_t = \gamma_h S_{t-1} + (R_t k_t) v_t^\top`, read by :math:`R_t q_t`.
+    """
+
+    def __init__(self, config: RecurrentConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.qkv = nn.Linear(config.dim, 3 * config.dim, bias=False)
+        self.norm = nn.GroupNorm(config.n_heads, config.dim, affine=False)
+        self.out = nn.Linear(config.dim, config.dim, bias=False)
+
+    def forward(self, u: torch.Tensor) -> torch.Tensor:
+        """``u`` ``(B, T, C)`` -> ``(B, T, C)``."""
+        cfg = self.config
+        head_dim = cfg.dim // cfg.n_heads
+        q, k, v = (
+            t.reshape(*t.shape[:-1], cfg.n_heads, head_dim).transpose(1, 2)
+            for t in self.qkv(u).split(cfg.dim, dim=-1)
+        )  # (B, H, T, D) each
+        q, k, v = rotate_inputs(q, k, v, rope="qk", base=cfg.rope_base)  # R_t q_t, R_u k_u
+        q = q / math.sqrt(head_dim)
+        gammas = retnet_decays(cfg.n_heads).to(u.device)
+        if cfg.form == "parallel":
+            weights = (q @ k.transpose(-2, -1)) * decay_powers(gammas, u.shape[1])  # (B, H, T, T)
+            out = weights @ v  # (B, H, T, D)
+        else:
+            outer = (k.unsqueeze(-1) * v.unsqueeze(-2)).flatten(-2)  # (B, H, T, D*D)
+            states = torch.stack(
+                [linear_recurrence(outer[:, h], gammas[h]) for h in range(cfg.n_heads)], dim=1
+            ).reshape(*outer.shape[:-1], head_dim, head_dim)  # (B, H, T, D, D)
+            out = (q.unsqueeze(-2) @ states).squeeze(-2)  # (B, H, T, D)
+        out = out.transpose(1, 2).flatten(-2)  # (B, T, C)
+        mixed: torch.Tensor = self.out(self.norm(out.flatten(0, 1)).view_as(out))
+        return mixed
+
+
+def make_mixer(config: RecurrentConfig) -> nn.Module:
+    """The mixer that ``config.mixer`` names."""
+    mixers: dict[str, type[nn.Module]] = {
+        "real": RealDecayMixer,
+        "complex": ComplexDecayMixer,
+        "retnet": RetentionMixer,
+    }
+    return mixers[config.mixer](config)
+
+
+class RecurrentBlock(nn.Module):
+    """Pre-LayerNorm block: ``x + mixer(ln(x))``, then ``x + mlp(ln(x))``."""
+
+    def __init__(self, config: RecurrentConfig) -> None:
+        super().__init__()
+        self.ln_mix = nn.LayerNorm(config.dim)
+        self.mixer = make_mixer(config)
+        self.ln_mlp = nn.LayerNorm(config.dim)
+        self.mlp = nn.Sequential(
+            nn.Linear(config.dim, config.mlp_ratio * config.dim),
+            nn.GELU(),
+            nn.Linear(config.mlp_ratio * config.dim, config.dim),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` ``(B, T, C)`` -> ``(B, T, C)``."""
+        x = x + self.mixer(self.ln_mix(x))
+        out: torch.Tensor = x + self.mlp(self.ln_mlp(x))
+        return out
+
+
+class RecurrentModel(nn.Module):
+    """Embedding, recurrent blocks, linear head: tokens ``(B, T)`` -> logits ``(B, T, V)``.
+
+    The same interface as :class:`~rope_lessons.model.TinyTransformer`, so
+    :func:`~rope_lessons.training.train` and
+    :func:`~rope_lessons.training.evaluate` run it unchanged. There is no
+    position encoding besides what the mixer itself does.
+
+    Example:
+        >>> model = RecurrentModel(RecurrentConfig(vocab_size=10, mixer="real"))
+        >>> model(torch.zeros(2, 7, dtype=torch.long)).shape
+        torch.Size([2, 7, 10])
+    """
+
+    def __init__(self, config: RecurrentConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.embed = nn.Embedding(config.vocab_size, config.dim)
+        self.blocks = nn.ModuleList(RecurrentBlock(config) for _ in range(config.n_layers))
+        self.ln_out = nn.LayerNorm(config.dim)
+        self.head = nn.Linear(config.dim, config.vocab_size)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Logits ``(B, T, V)`` for token ids ``(B, T)``."""
+        if not isinstance(tokens, torch.Tensor) or tokens.ndim != 2 or tokens.is_floating_point():
+            raise TypeError("tokens must be an integer tensor of shape (batch, seq)")
+        x = self.embed(tokens)  # (B, T, C)
+        for block in self.blocks:
+            x = block(x)
+        logits: torch.Tensor = self.head(self.ln_out(x))  # (B, T, V)
+        return logits
+
+
+# --- why complex decays can hold a delay line ---------------------------------------
+
+
+@dataclass(frozen=True)
+class DelayFit:
+    """The best linear readout of a delay line: its RMS error and the size of its weights."""
+
+    error: float
+    weight_norm: float
+
+
+def delay_readout(decays: torch.Tensor, lag: int, horizon: int) -> DelayFit:
+    r"""How well a linear readout of the states can pick out the input ``lag`` steps back.
+
+    A recurrence with decays :math:`\lambda_j` and readout weights ``c`` answers
+    an impulse ``d`` steps ago with :math:`h(d) = \mathrm{Re} \sum_j c_j \lambda_j^d`.
+    A delay line needs :math:`h(d) = 1` at ``d = lag`` and ``0`` elsewhere. This
+    fits ``c`` by least squares over ``d = 0 .. horizon - 1`` (the minimum-norm
+    solution) and reports the root-mean-square error and the Euclidean norm of
+    ``c``: a small error bought with enormous, cancelling weights is out of
+    reach of training and of float32. Real decays get real ``c``, complex ones
+    complex ``c``, so ``n`` complex decays have as many free numbers as ``2n`` real ones.
+
+    Args:
+        decays: ``(n,)`` real or complex.
+        lag: the delay to reproduce, ``0 <= lag < horizon``.
+        horizon: how many distances are scored.
+    """
+    if not isinstance(decays, torch.Tensor) or decays.ndim != 1:
+        raise TypeError("decays must be a 1-D torch.Tensor")
+    horizon = check_positive_int(horizon, "horizon")
+    if isinstance(lag, bool) or not isinstance(lag, int) or not 0 <= lag < horizon:
+        raise ValueError(f"lag must be an int in [0, horizon={horizon}), got {lag!r}")
+    decays = decays.to(torch.complex128 if decays.is_complex() else torch.float64)
+    powers = decay_powers(decays, horizon)[:, :, 0].T  # (horizon, n): lambda_j^d
+    if decays.is_complex():  # Re(c lambda^d) = Re c Re lambda^d - Im c Im lambda^d
+        powers = torch.cat((powers.real, -powers.imag), dim=-1)  # (horizon, 2n)
+    target = torch.zeros(horizon, 1, dtype=torch.float64)
+    target[lag] = 1.0
+    weights = torch.linalg.lstsq(powers, target, driver="gelsd").solution
+    error = float((powers @ weights - target).square().mean().sqrt())
+    return DelayFit(error=error, weight_norm=float(weights.norm()))
+
+
+def prediction_lags(model: nn.Module, tokens: torch.Tensor, max_lag: int) -> torch.Tensor:
+    """How often the model's prediction at ``t`` equals the token ``d`` steps back, per ``d``.
+
+    Args:
+        model: maps tokens ``(B, T)`` to logits ``(B, T, V)``.
+        tokens: ``(B, T)``, ``T > max_lag``.
+        max_lag: the largest ``d``.
+
+    Returns:
+        ``(max_lag + 1,)`` float64: entry ``d`` is the fraction of positions
+        ``t >= max_lag`` whose argmax is ``tokens[t - d]``.
+    """
+    max_lag = check_positive_int(max_lag, "max_lag")
+    if tokens.ndim != 2 or tokens.shape[1] <= max_lag:
+        raise ValueError(f"tokens must be (batch, seq) with seq > max_lag={max_lag}")
+    with torch.no_grad():
+        predicted = model(tokens).argmax(-1)[:, max_lag:]  # (B, T - max_lag)
+    seq_len = tokens.shape[1]
+    return torch.stack(
+        [
+            (predicted == tokens[:, max_lag - d : seq_len - d]).double().mean()
+            for d in range(max_lag + 1)
+        ]
+    )
+
+
+# --- timing the two forms ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FormTiming:
+    """Median CPU seconds per call of both forms at one length."""
+
+    length: int
+    recurrent: float
+    parallel: float
+
+
+def time_forms(
+    lengths: tuple[int, ...],
+    channels: int = 16,
+    *,
+    min_run_time: float = 0.05,
+    seed: int = 0,
+) -> list[FormTiming]:
+    """Time :func:`linear_recurrence` and :func:`linear_recurrence_parallel` at each length.
+
+    Complex64 input ``(T, channels)`` and one complex decay per channel of
+    modulus 0.99; both forms are checked equal after they are timed. The
+    clock is the process's CPU time, not wall time, so that other programs
+    competing for the cores inflate the numbers less.
+
+    Args:
+        lengths: the sequence lengths ``T``.
+        channels: ``n``.
+        min_run_time: seconds of repeated calls per form and length (torch's
+            ``Timer.blocked_autorange``; the median is kept).
+        seed: seed of the random input.
+    """
+    generator = torch.Generator().manual_seed(seed)
+    decay = torch.polar(torch.full((channels,), 0.99), torch.rand(channels, generator=generator))
+    timings = []
+    for length in lengths:
+        check_positive_int(length, "lengths")
+        x = torch.randn(length, channels, dtype=torch.complex64, generator=generator)
+        seconds = []
+        for form in (linear_recurrence, linear_recurrence_parallel):
+            timer = torch_benchmark.Timer(
+                stmt="form(x, decay)",
+                globals={"form": form, "x": x, "decay": decay},
+                timer=time.process_time,
+                num_threads=torch.get_num_threads(),
+            )
+            seconds.append(timer.blocked_autorange(min_run_time=min_run_time).median)
+        torch.testing.assert_close(
+            linear_recurrence_parallel(x, decay), linear_recurrence(x, decay), rtol=1e-3, atol=1e-3
+        )
+        timings.append(FormTiming(length, seconds[0], seconds[1]))
+    return timings
+
+
+def loglog_slope(lengths: list[int] | tuple[int, ...], seconds: list[float]) -> float:
+    """Least-squares slope of ``log(seconds)`` on ``log(length)``: the ``k`` of ``T^k``."""
+    if len(lengths) != len(seconds) or len(lengths) < 2:
+        raise ValueError("need at least two (length, seconds) pairs of equal count")
+    log_t = torch.tensor([math.log(n) for n in lengths], dtype=torch.float64)
+    log_s = torch.tensor([math.log(s) for s in seconds], dtype=torch.float64)
+    centred = log_t - log_t.mean()
+    return float((centred * (log_s - log_s.mean())).sum() / centred.square().sum())
+
+
+# --- training one variant ------------------------------------------------------------
+
+
+def train_recurrent(
+    label: str,
+    config: RecurrentConfig,
+    task: Task,
+    *,
+    seed: int,
+    train_len: int,
+    eval_lens: tuple[int, ...],
+    steps: int,
+    batch_size: int = 16,
+    lr: float = 1e-2,
+    eval_batches: int = 2,
+    device: torch.device | str = "cpu",
+    progress: bool = True,
+) -> tuple[RecurrentModel, RunResult]:
+    """Train a :class:`RecurrentModel` with ``seed`` and evaluate it on held-out data.
+
+    The recurrent counterpart of :func:`~rope_lessons.experiments.run_once`:
+    the same seeding, training loop (:func:`~rope_lessons.training.train`) and
+    validation streams (at each length the same batches for every seed and
+    variant), returned as a :class:`~rope_lessons.experiments.RunResult`, so
+    that :func:`~rope_lessons.experiments.summarise` and
+    :func:`~rope_lessons.experiments.compare_paired` apply. The trained model
+    comes back too, for analysis.
+    """
+    seed_everything(seed)
+    model = RecurrentModel(config).to(device)
+    trained = train(
+        model,
+        batch_sampler(task, batch_size, train_len, seed=seed, device=device),
+        steps=steps,
+        lr=lr,
+        progress=progress,
+        desc=f"{label}, seed {seed}",
+    )
+    metrics = {
+        length: evaluate(
+            model,
+            batch_sampler(task, 256, length, seed=length, split="val", device=device),
+            batches=eval_batches,
+        )
+        for length in eval_lens
+    }
+    result = RunResult(label, seed, trained.losses, metrics, wall_seconds=trained.wall_seconds)
+    return model, result
+
+
+def retnet_effective_decays(n_heads: int, head_dim: int, base: float = 10000.0) -> torch.Tensor:
+    r"""Retention read as complex decays: :math:`\gamma_h e^{-i\theta_k}` for every head and pair.
+
+    In complex form (pair ``k`` of a query or key as one complex number), the
+    score of retention is :math:`\mathrm{Re}(\bar q_t k_u\, \gamma_h^{t-u}
+    e^{-i(t-u)\theta_k})` summed over pairs: each (head, pair) is a complex
+    decay with RetNet's real modulus and RoPE's fixed angle, the same decay
+    :func:`vo_rope_decay` finds for VO-RoPE.
+
+    Returns:
+        Complex128 tensor ``(H * D/2,)``, head by head.
+    """
+    gammas = retnet_decays(n_heads).double()  # (H,)
+    phase = torch.polar(
+        torch.ones(head_dim // 2, dtype=torch.float64), -frequencies(head_dim, base)
+    )
+    return (gammas[:, None] * phase).flatten()  # (H * D/2,)

@@ -1,0 +1,335 @@
+"""Linear recurrences: the two forms agree, VO-RoPE is a complex decay, the models, bad input."""
+
+from __future__ import annotations
+
+import cmath
+import dataclasses
+import math
+
+import pytest
+import torch
+from helpers import random_features
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rope_lessons.attention import attention
+from rope_lessons.recurrence import (
+    MIXER_KINDS,
+    RecurrentConfig,
+    RecurrentModel,
+    complex_to_pairs,
+    decay_powers,
+    delay_readout,
+    linear_recurrence,
+    linear_recurrence_parallel,
+    loglog_slope,
+    pairs_to_complex,
+    prediction_lags,
+    retnet_decays,
+    retnet_effective_decays,
+    time_forms,
+    train_recurrent,
+    vo_rope_decay,
+    vo_rope_weighted_sum,
+)
+from rope_lessons.rope import frequencies
+from rope_lessons.synthetic import CopyAtLag
+
+seeds = st.integers(0, 2**16)
+moduli = st.floats(0.0, 1.0)
+angles = st.floats(-math.pi, math.pi)
+
+
+def random_complex(*shape: int, seed: int) -> torch.Tensor:
+    """Standard complex normal entries, complex128."""
+    real = random_features(*shape, seed=seed)
+    imag = random_features(*shape, seed=seed + 1)
+    return torch.complex(real, imag)
+
+
+def random_decays(n: int, seed: int, max_modulus: float = 1.0) -> torch.Tensor:
+    """``n`` complex decays with modulus uniform in [0, max_modulus] and any phase."""
+    generator = torch.Generator().manual_seed(seed)
+    modulus = torch.rand(n, generator=generator, dtype=torch.float64) * max_modulus
+    phase = (torch.rand(n, generator=generator, dtype=torch.float64) * 2 - 1) * math.pi
+    return torch.polar(modulus, phase)
+
+
+def test_recurrence_by_hand() -> None:
+    x = torch.tensor([[1.0], [2.0], [3.0]], dtype=torch.float64)  # (T=3, n=1)
+    expected = torch.tensor([[1.0], [0.5 * 1 + 2], [0.5 * 2.5 + 3]], dtype=torch.float64)
+    for form in (linear_recurrence, linear_recurrence_parallel):
+        torch.testing.assert_close(form(x, 0.5), expected)
+
+
+def test_complex_decay_turns_the_state() -> None:
+    """One impulse at t=0 and |decay| = 1: the state is decay^t, a point going round the circle."""
+    x = torch.zeros(12, 1, dtype=torch.complex128)
+    x[0] = 1
+    decay = cmath.exp(2j * math.pi / 3)
+    for form in (linear_recurrence, linear_recurrence_parallel):
+        states = form(x, decay)[:, 0]
+        torch.testing.assert_close(states[3:], states[:-3])  # period 3
+        torch.testing.assert_close(states[1], torch.tensor(decay, dtype=torch.complex128))
+
+
+@given(
+    batch=st.integers(1, 3),
+    seq_len=st.integers(1, 40),
+    channels=st.integers(1, 6),
+    seed=seeds,
+    max_modulus=moduli,
+)
+def test_forms_agree_for_vector_decay(
+    batch: int, seq_len: int, channels: int, seed: int, max_modulus: float
+) -> None:
+    x = random_complex(batch, seq_len, channels, seed=seed)
+    decay = random_decays(channels, seed, max_modulus)
+    torch.testing.assert_close(
+        linear_recurrence_parallel(x, decay), linear_recurrence(x, decay), rtol=1e-9, atol=1e-9
+    )
+
+
+@given(seq_len=st.integers(1, 40), seed=seeds, modulus=moduli, angle=angles)
+def test_forms_agree_for_scalar_decay(
+    seq_len: int, seed: int, modulus: float, angle: float
+) -> None:
+    x = random_complex(2, 3, seq_len, 4, seed=seed)
+    decay = cmath.rect(modulus, angle)
+    torch.testing.assert_close(
+        linear_recurrence_parallel(x, decay), linear_recurrence(x, decay), rtol=1e-9, atol=1e-9
+    )
+
+
+@given(seq_len=st.integers(1, 40), seed=seeds, decay=st.floats(-1.0, 1.0))
+def test_forms_agree_for_real_input_and_decay(seq_len: int, seed: int, decay: float) -> None:
+    x = random_features(seq_len, 5, seed=seed)
+    expected = linear_recurrence(x, decay)
+    assert not expected.is_complex()
+    torch.testing.assert_close(linear_recurrence_parallel(x, decay), expected)
+
+
+def test_forms_agree_in_float32_over_long_sequences() -> None:
+    """No overflow: powers come from distances, not from decay^t / decay^u."""
+    x = random_complex(2048, 3, seed=0).to(torch.complex64)
+    decay = torch.polar(
+        torch.tensor([0.5, 0.99, 1.0]), torch.tensor([0.3, -2.0, 1.0])
+    )  # 0.5^2047 underflows to 0, as it should
+    parallel = linear_recurrence_parallel(x, decay)
+    assert torch.isfinite(torch.view_as_real(parallel)).all()
+    torch.testing.assert_close(parallel, linear_recurrence(x, decay), rtol=1e-3, atol=1e-3)
+
+
+def test_zero_decay_is_the_identity() -> None:
+    x = random_complex(7, 2, seed=3)
+    for form in (linear_recurrence, linear_recurrence_parallel):
+        torch.testing.assert_close(form(x, 0.0), x)
+
+
+def test_decay_powers_by_hand() -> None:
+    kernel = decay_powers(torch.tensor(-0.5, dtype=torch.float64), 3)
+    expected = torch.tensor([[1.0, 0, 0], [-0.5, 1, 0], [0.25, -0.5, 1]], dtype=torch.float64)
+    torch.testing.assert_close(kernel, expected)
+    assert decay_powers(torch.zeros(4), 5).shape == (4, 5, 5)
+
+
+def test_gradients_are_finite_at_zero_decay() -> None:
+    decay = torch.zeros(3, dtype=torch.float64, requires_grad=True)
+    x = random_features(6, 3, seed=1)
+    linear_recurrence_parallel(x, decay).sum().backward()
+    assert decay.grad is not None and torch.isfinite(decay.grad).all()
+
+
+@given(seed=seeds, half_dim=st.integers(1, 8))
+def test_pairs_and_complex_numbers_round_trip(seed: int, half_dim: int) -> None:
+    x = random_features(3, 2 * half_dim, seed=seed)
+    z = pairs_to_complex(x)
+    assert z.shape == (3, half_dim)
+    torch.testing.assert_close(z.real, x[..., 0::2])
+    torch.testing.assert_close(z.imag, x[..., 1::2])
+    torch.testing.assert_close(complex_to_pairs(z), x)
+
+
+@given(seed=seeds, seq_len=st.integers(1, 24), gamma=st.floats(0.05, 1.0))
+def test_vo_rope_with_decay_weights_is_the_complex_recurrence(
+    seed: int, seq_len: int, gamma: float
+) -> None:
+    """o_m = R_m^T sum_n gamma^(m-n) R_n v_n equals s_m = gamma e^{-i theta} s_{m-1} + v_m."""
+    v = random_features(2, 1, seq_len, 8, seed=seed)
+    weights = decay_powers(torch.tensor(gamma, dtype=torch.float64), seq_len)
+    vo_rope = vo_rope_weighted_sum(v, weights)
+    decay = vo_rope_decay(gamma, 8)
+    recurrent = complex_to_pairs(linear_recurrence(pairs_to_complex(v), decay))
+    torch.testing.assert_close(vo_rope, recurrent)
+
+
+def test_the_sign_of_the_phase_matters() -> None:
+    """The conjugate decay gamma e^{+i theta} gives a different output: the sign is not free."""
+    v = random_features(1, 1, 16, 8, seed=5)
+    weights = decay_powers(torch.tensor(0.9, dtype=torch.float64), 16)
+    conjugate = vo_rope_decay(0.9, 8).conj()
+    wrong = complex_to_pairs(linear_recurrence(pairs_to_complex(v), conjugate))
+    assert (wrong - vo_rope_weighted_sum(v, weights)).abs().max() > 0.1
+
+
+def test_vo_rope_decay_values() -> None:
+    decay = vo_rope_decay(0.5, 4, base=100.0)
+    theta = frequencies(4, 100.0)
+    torch.testing.assert_close(decay.abs(), torch.full((2,), 0.5, dtype=torch.float64))
+    torch.testing.assert_close(decay.angle(), -theta)
+
+
+@settings(max_examples=15)
+@given(seed=seeds)
+def test_weighted_sum_matches_the_package_vo_attention(seed: int) -> None:
+    """With softmax's own weights, vo_rope_weighted_sum is attention(rope="vo")."""
+    q, k, v = (random_features(1, 2, 9, 6, seed=seed + i) for i in range(3))
+    out, weights = attention(q, k, v, rope="vo", return_weights=True)
+    torch.testing.assert_close(vo_rope_weighted_sum(v, weights), out)
+
+
+def test_retnet_decays() -> None:
+    torch.testing.assert_close(
+        retnet_decays(3), torch.tensor([1 - 1 / 32, 1 - 1 / 64, 1 - 1 / 128])
+    )
+
+
+def test_retnet_effective_decays_are_vo_rope_decays_per_head() -> None:
+    decays = retnet_effective_decays(3, 8, base=100.0).view(3, 4)
+    for head, gamma in enumerate(retnet_decays(3).tolist()):
+        torch.testing.assert_close(decays[head], vo_rope_decay(gamma, 8, base=100.0))
+
+
+@pytest.mark.parametrize("mixer", MIXER_KINDS)
+def test_models_give_the_same_logits_in_both_forms(mixer: str) -> None:
+    config = RecurrentConfig(vocab_size=11, mixer=mixer, dim=16, state=8, n_layers=2)  # type: ignore[arg-type]
+    torch.manual_seed(0)
+    parallel = RecurrentModel(config)
+    recurrent = RecurrentModel(dataclasses.replace(config, form="recurrent"))
+    recurrent.load_state_dict(parallel.state_dict())
+    tokens = torch.randint(0, 11, (3, 20))
+    logits = parallel(tokens)
+    assert logits.shape == (3, 20, 11)
+    torch.testing.assert_close(recurrent(tokens), logits, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("mixer", MIXER_KINDS)
+def test_models_are_causal(mixer: str) -> None:
+    model = RecurrentModel(RecurrentConfig(vocab_size=7, mixer=mixer, dim=16, state=4))  # type: ignore[arg-type]
+    tokens = torch.randint(0, 7, (2, 12))
+    changed = tokens.clone()
+    changed[:, 8:] = (changed[:, 8:] + 1) % 7
+    torch.testing.assert_close(model(changed)[:, :8], model(tokens)[:, :8])
+
+
+def test_initial_decays_lie_on_the_ring() -> None:
+    torch.manual_seed(0)
+    config = RecurrentConfig(vocab_size=5, mixer="complex", state=256, r_min=0.8, r_max=0.95)
+    mixer = RecurrentModel(config).blocks[0].mixer
+    modulus = mixer.decay().abs()
+    assert modulus.min() >= 0.8 - 1e-6 and modulus.max() <= 0.95 + 1e-6
+    # LRU's normalisation: gamma^2 = 1 - |lambda|^2, so a unit input keeps a unit stationary power
+    torch.testing.assert_close(mixer.log_gamma.exp() ** 2, 1 - modulus.detach() ** 2)
+    real = RecurrentModel(dataclasses.replace(config, mixer="real")).blocks[0].mixer
+    assert real.decay().shape == (512,) and not real.decay().is_complex()
+
+
+def test_delay_readout() -> None:
+    """A zero decay is a perfect delay-0 line; a DFT ring of n unit decays is any delay < n."""
+    assert delay_readout(torch.zeros(1), 0, 10).error < 1e-12
+    assert delay_readout(torch.zeros(1), 3, 10).error > 0.3  # can only answer d = 0
+    n = 8
+    ring = torch.polar(
+        torch.ones(n, dtype=torch.float64), torch.arange(n, dtype=torch.float64) * 2 * math.pi / n
+    )
+    exact = delay_readout(ring, 5, n)
+    assert exact.error < 1e-10
+    assert exact.weight_norm == pytest.approx(
+        math.sqrt(1 / n), rel=1e-6
+    )  # c_j = e^{-i 2pi j 5/n}/n
+    # real decays near 1: nearly equal exponentials, so a delay needs huge weights or fails
+    near_one = torch.linspace(0.9, 0.999, 2 * n, dtype=torch.float64)
+    fit = delay_readout(near_one, 5, 40)
+    assert fit.error > 0.05 or fit.weight_norm > 1e6
+
+
+class ShiftOracle(torch.nn.Module):
+    """Predicts the token ``lag`` steps back (position 0 onwards sees token 0 before the start)."""
+
+    def __init__(self, lag: int, vocab: int) -> None:
+        super().__init__()
+        self.lag, self.vocab = lag, vocab
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        shifted = torch.roll(tokens, self.lag, dims=1)
+        return torch.nn.functional.one_hot(shifted, self.vocab).float()
+
+
+def test_prediction_lags_finds_the_lag() -> None:
+    tokens = torch.randint(0, 16, (64, 40))
+    agreement = prediction_lags(ShiftOracle(3, 16), tokens, max_lag=6)
+    assert agreement.shape == (7,)
+    assert agreement[3] == 1.0
+    assert agreement[[0, 1, 2, 4, 5, 6]].max() < 0.15  # chance is 1/16
+
+
+def test_timing_and_slopes() -> None:
+    timings = time_forms((4, 8), channels=2, min_run_time=0.001)
+    assert [t.length for t in timings] == [4, 8]
+    assert all(t.recurrent > 0 and t.parallel > 0 for t in timings)
+    assert loglog_slope([10, 100, 1000], [2e-3, 2e-1, 20.0]) == pytest.approx(2.0)
+    assert loglog_slope((1, 2, 4), [3.0, 6.0, 12.0]) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="pairs"):
+        loglog_slope([1], [1.0])
+
+
+def test_train_recurrent_is_seeded_and_evaluates_each_length() -> None:
+    config = RecurrentConfig(vocab_size=4, mixer="complex", dim=8, state=4, mlp_ratio=1)
+    kwargs = dict(seed=1, train_len=6, eval_lens=(6, 12), steps=3, progress=False)
+    task = CopyAtLag(lag=2, vocab=4)
+    model, result = train_recurrent("c", config, task, **kwargs)  # type: ignore[arg-type]
+    _, again = train_recurrent("c", config, task, **kwargs)  # type: ignore[arg-type]
+    assert isinstance(model, RecurrentModel)
+    assert result.label == "c" and result.seed == 1 and len(result.losses) == 3
+    assert sorted(result.metrics) == [6, 12]
+    assert again.losses == result.losses and again.metrics == result.metrics
+
+
+def test_bad_input_is_refused() -> None:
+    x = random_complex(5, 3, seed=0)
+    with pytest.raises(TypeError, match="x"):
+        linear_recurrence([[1.0]], 0.5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="x"):
+        linear_recurrence(torch.ones(5, 3, dtype=torch.long), 0.5)
+    with pytest.raises(ValueError, match="x"):
+        linear_recurrence_parallel(torch.ones(5, dtype=torch.complex64), 0.5)
+    with pytest.raises(ValueError, match="decay"):
+        linear_recurrence_parallel(x, torch.ones(4))
+    with pytest.raises(ValueError, match="decay"):
+        linear_recurrence(x, float("nan"))
+    with pytest.raises(TypeError, match="decay"):
+        linear_recurrence(x, "0.5")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="decay"):
+        linear_recurrence(x, True)
+    with pytest.raises(TypeError, match="x"):
+        pairs_to_complex(x)
+    with pytest.raises(ValueError, match="last dimension"):
+        pairs_to_complex(torch.ones(3, 5))
+    with pytest.raises(ValueError, match="gamma"):
+        vo_rope_decay(1.5, 8)
+    with pytest.raises(ValueError, match="weights"):
+        vo_rope_weighted_sum(torch.ones(1, 1, 4, 8), torch.ones(3, 3))
+    with pytest.raises(ValueError, match="v must"):
+        vo_rope_weighted_sum(torch.ones(4, 8), torch.ones(4, 4))
+    with pytest.raises(ValueError, match="mixer"):
+        RecurrentConfig(vocab_size=5, mixer="lstm")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="r_min"):
+        RecurrentConfig(vocab_size=5, r_min=0.99, r_max=0.9)
+    with pytest.raises(TypeError, match="tokens"):
+        RecurrentModel(RecurrentConfig(vocab_size=5))(torch.ones(2, 3))
+    with pytest.raises(ValueError, match="lag"):
+        delay_readout(torch.ones(2), 10, 10)
+    with pytest.raises(TypeError, match="decays"):
+        delay_readout(torch.ones(2, 2), 1, 10)
+    with pytest.raises(ValueError, match="max_lag"):
+        prediction_lags(ShiftOracle(1, 4), torch.zeros(2, 3, dtype=torch.long), max_lag=3)
