@@ -14,6 +14,7 @@ Modules, in the order the course uses them:
 * :mod:`rope_lessons.general_solution`, :mod:`rope_lessons.layouts`,
   :mod:`rope_lessons.rope2d`, :mod:`rope_lessons.precision`: chapter 3's
   general solution, layout porting, 2D RoPE and precision measurements;
+* :mod:`rope_lessons.decay`: RoFormer's decay bound and its critique, measured (chapter 4);
 * :mod:`rope_lessons.spectrum`: pair norms, p-RoPE, partial rotary, ablations (chapter 5);
 * :mod:`rope_lessons.model`, :mod:`rope_lessons.training`,
   :mod:`rope_lessons.synthetic`, :mod:`rope_lessons.corpus`: the toy models,
