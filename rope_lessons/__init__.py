@@ -14,6 +14,7 @@ Modules, in the order the course uses them:
 * :mod:`rope_lessons.general_solution`, :mod:`rope_lessons.layouts`,
   :mod:`rope_lessons.rope2d`, :mod:`rope_lessons.precision`: chapter 3's
   general solution, layout porting, 2D RoPE and precision measurements;
+* :mod:`rope_lessons.decay`: RoFormer's decay bound and its critique, measured (chapter 4);
 * :mod:`rope_lessons.spectrum`: pair norms, p-RoPE, partial rotary, ablations (chapter 5);
 * :mod:`rope_lessons.model`, :mod:`rope_lessons.training`,
   :mod:`rope_lessons.synthetic`, :mod:`rope_lessons.corpus`: the toy models,
@@ -22,6 +23,8 @@ Modules, in the order the course uses them:
   experiments over several seeds and their summaries;
 * :mod:`rope_lessons.vo_rope`: VO-RoPE's shared keys and values, cache
   bytes, Kendall tau and the trained-model readings of chapter 6;
+* :mod:`rope_lessons.extension`: chapter 8's context extension (PI, NTK-aware,
+  YaRN, Llama 3 tables; the base bound; extended models, band losses);
 * :mod:`rope_lessons.runtime`: device, preset and seed for the notebooks;
 * :mod:`rope_lessons.benchmark`: timing of the RoPE forms;
 * :mod:`rope_lessons.recurrence`: linear recurrences with real and complex decay,

@@ -1,0 +1,537 @@
+r"""Does RoPE make attention decay with distance? The claim, its critique, and a measurement.
+
+Chapter 4 of the course. RoFormer (Su et al., arXiv:2104.09864, section 3.4.3)
+bounds the rotary score with an Abel summation and plots the bound's relative
+size, :func:`roformer_bound`, which falls with distance. Barbero et al.
+("Round and Round We Go!", ICLR 2025, arXiv:2410.06205, section 3) answer that
+the bound says little about actual scores: independent Gaussian queries and
+keys score 0 on average at every distance (:func:`monte_carlo_score`), and for
+any query there is a key whose score peaks at any chosen distance
+(:func:`peaked_key`). :func:`distance_profile` measures what a trained model
+does.
+
+Conventions as everywhere in the course: pair ``k`` turns at
+:math:`\theta_k = b^{-2k/d}`; a key at distance ``r`` sits ``r`` positions
+before the query, and its score is
+:math:`\langle R_m q, R_{m-r} k\rangle = q^\top R_{-r} k`
+(:func:`rope_lessons.rope.score_at_distance`, unscaled).
+
+Shapes: ``...`` any leading dimensions; ``d`` head dimension (even);
+``R`` number of distances; ``L`` layers; ``H`` heads; ``B`` batch; ``T``
+sequence length; ``D`` a model's head dimension.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import torch
+
+from rope_lessons._checks import (
+    check_even_dim,
+    check_features,
+    check_layout,
+    check_positions,
+    check_positive_int,
+)
+from rope_lessons.attention import rotate_inputs
+from rope_lessons.corpus import CharCorpus
+from rope_lessons.experiments import Run, make_run
+from rope_lessons.model import TinyTransformer
+from rope_lessons.rope import Layout, apply_rope, frequencies, score_at_distance
+from rope_lessons.synthetic import batch_sampler
+
+
+def _check_distances(distances: object) -> torch.Tensor:
+    """Return ``distances`` as int64 if it is an integer tensor of values >= 0."""
+    distances = check_positions(distances, name="distances")
+    if bool((distances < 0).any()):
+        raise ValueError("distances must be >= 0 (a key r positions before the query)")
+    return distances
+
+
+def _check_vector(x: object, name: str) -> torch.Tensor:
+    """Return ``x`` if it is a floating tensor ``(..., d)`` with ``d`` even."""
+    if isinstance(x, torch.Tensor) and x.ndim == 1:
+        return check_features(x[None], name)[0]
+    return check_features(x, name)
+
+
+def roformer_bound(distances: torch.Tensor, d: int, base: float = 10000.0) -> torch.Tensor:
+    r"""RoFormer's relative upper bound on the score at each distance.
+
+    With :math:`S_j(r) = \sum_{k<j} e^{i r\theta_k}` (so :math:`S_0 = 0`), the
+    Abel summation of RoFormer's eq. 36 gives
+    :math:`|\text{score}| \le \max_k |h_{k+1} - h_k| \sum_{j=1}^{d/2} |S_j(r)|`
+    (see :func:`abel_bound`). This function returns the factor that depends on
+    the distance alone, relative to the number of pairs,
+
+    .. math:: \frac{1}{d/2} \sum_{j=1}^{d/2} \Bigl|\sum_{k<j} e^{i r\theta_k}\Bigr|,
+
+    which RoFormer plots in its Figure 2. At ``r = 0`` every term is 1, so the
+    bound is :math:`(d/2 + 1)/2`.
+
+    Args:
+        distances: integer tensor ``(...,)`` of distances ``r >= 0``.
+        d: the head dimension (even).
+        base: the frequency base.
+
+    Returns:
+        float64 tensor of the shape of ``distances``.
+    """
+    distances = _check_distances(distances)
+    d = check_even_dim(d, "d")
+    theta = frequencies(d, base, device=distances.device)  # (d/2,) float64
+    angles = distances.to(torch.float64).unsqueeze(-1) * theta  # (..., d/2)
+    partial_sums = torch.polar(torch.ones_like(angles), angles).cumsum(-1)  # S_1 .. S_{d/2}
+    return partial_sums.abs().mean(-1)
+
+
+def complex_pairs(x: torch.Tensor, layout: Layout = "interleaved") -> torch.Tensor:
+    r"""Pair ``k`` of ``x`` as the complex number :math:`z_k = x_a + i\,x_b`.
+
+    ``(a, b) = (2k, 2k+1)`` in the interleaved layout and ``(k, k + d/2)`` in
+    the half layout, so that pair ``k`` turns at :math:`\theta_k` in both.
+
+    Args:
+        x: ``(..., d)`` real, ``d`` even.
+
+    Returns:
+        Complex tensor ``(..., d/2)``.
+    """
+    x = _check_vector(x, "x")
+    layout = check_layout(layout)
+    half = x.shape[-1] // 2
+    if layout == "interleaved":
+        return torch.complex(x[..., 0::2], x[..., 1::2])
+    return torch.complex(x[..., :half], x[..., half:])
+
+
+def abel_bound(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    distances: torch.Tensor,
+    *,
+    base: float = 10000.0,
+    layout: Layout = "interleaved",
+) -> torch.Tensor:
+    r"""RoFormer's full bound :math:`\max_k |h_{k+1} - h_k| \cdot \sum_j |S_j(r)|`.
+
+    Here :math:`h_k = z_k(q)\,\overline{z_k(k)}` for each pair (see
+    :func:`complex_pairs`) and :math:`h_{d/2} = 0`, as in RoFormer's eq. 36.
+    For every ``q``, ``k`` and ``r``,
+    ``|score_at_distance(q, k, r)| <= abel_bound(q, k, r)``.
+
+    Args:
+        q, k: ``(..., d)``, broadcastable.
+        distances: integer tensor ``(R,)``, values >= 0.
+
+    Returns:
+        float64 tensor ``(..., R)``.
+    """
+    q, k = _check_vector(q, "q"), _check_vector(k, "k")
+    h = complex_pairs(q, layout).to(torch.complex128) * complex_pairs(k, layout).conj()
+    # h: (..., d/2) complex128; steps: |h_{k+1} - h_k| with h_{d/2} = 0
+    steps = torch.diff(h, dim=-1, append=torch.zeros_like(h[..., :1])).abs()
+    d = q.shape[-1]
+    return steps.amax(-1, keepdim=True) * (d // 2) * roformer_bound(distances, d, base)
+
+
+def peaked_key(
+    q: torch.Tensor,
+    r: int,
+    *,
+    base: float = 10000.0,
+    layout: Layout = "interleaved",
+) -> torch.Tensor:
+    r"""A key of the norm of ``q`` whose score against ``q`` is largest at distance ``r``.
+
+    The construction of Barbero et al.'s Proposition 3.1: :math:`k = R_r q`.
+    At distance ``s`` the score is
+
+    .. math:: q^\top R_{-s} R_r q = q^\top R_{r-s}\, q
+              = \sum_k |z_k|^2 \cos\bigl((r - s)\theta_k\bigr) \le \lVert q\rVert^2,
+
+    with equality at ``s = r``. At any other integer ``s`` it is strictly
+    smaller: equality would need :math:`(r-s)\theta_k \in 2\pi\mathbb{Z}` for
+    every pair with :math:`z_k \ne 0`, and :math:`\theta_k / 2\pi` is
+    irrational (:math:`\theta_k` is algebraic and :math:`\pi` is not). So the
+    peak at ``r`` is unique among all integer distances, not only among
+    ``0 .. 10^5``.
+
+    Args:
+        q: queries ``(..., d)``, floating, every vector nonzero.
+        r: the distance at which the score should peak, an int >= 0.
+        base, layout: as in :func:`rope_lessons.rope.apply_rope`.
+
+    Returns:
+        Keys of the shape and dtype of ``q``.
+    """
+    q = _check_vector(q, "q")
+    if isinstance(r, bool) or not isinstance(r, int):
+        raise TypeError(f"r must be an int, got {type(r).__name__}")
+    if r < 0:
+        raise ValueError(f"r must be >= 0 (a key r positions before the query), got {r}")
+    if bool((q.norm(dim=-1) == 0).any()):
+        raise ValueError("q contains a zero vector: its score is 0 at every distance, no key peaks")
+    rotated = apply_rope(q.unsqueeze(-2), torch.tensor([r]), base=base, layout=layout)
+    return rotated.squeeze(-2)  # (..., d)
+
+
+def attention_by_distance(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    context: int,
+    *,
+    base: float = 10000.0,
+    layout: Layout = "interleaved",
+) -> torch.Tensor:
+    r"""The attention a query pays to ``context`` copies of the same key, by distance.
+
+    The query stands at position ``context - 1`` and the key ``k`` at every
+    position ``0 .. context - 1``; entry ``r`` is the softmax weight, with the
+    usual :math:`1/\sqrt d` scaling, on the copy ``r`` positions back.
+    This is one row of causal :func:`rope_lessons.attention.attention`,
+    computed from :func:`rope_lessons.rope.score_at_distance` so that long
+    contexts cost ``O(context)`` instead of ``O(context^2)``.
+
+    Args:
+        q, k: ``(..., d)``.
+        context: number of keys, >= 1.
+
+    Returns:
+        float64 tensor ``(..., context)`` whose last dimension sums to 1.
+    """
+    context = check_positive_int(context, "context")
+    distances = torch.arange(context, device=q.device)
+    scores = score_at_distance(q, k, distances, base=base, layout=layout)  # (..., context)
+    return (scores / math.sqrt(q.shape[-1])).softmax(-1)
+
+
+class MonteCarloScore(NamedTuple):
+    """The mean score at each distance over random samples, and its standard error."""
+
+    mean: torch.Tensor
+    stderr: torch.Tensor
+
+
+def monte_carlo_score(
+    d: int,
+    distances: torch.Tensor,
+    *,
+    samples: int = 4096,
+    correlation: float = 0.0,
+    seed: int = 0,
+    base: float = 10000.0,
+    layout: Layout = "interleaved",
+    chunk: int = 1024,
+) -> MonteCarloScore:
+    r"""Monte Carlo estimate of :math:`E[q^\top R_{-r} k]` for Gaussian ``q``, ``k``.
+
+    ``q ~ N(0, I_d)`` and ``k = c\,q + \sqrt{1 - c^2}\,\varepsilon`` with
+    ``ε ~ N(0, I_d)`` independent and ``c = correlation``. The exact
+    expectation is :math:`c \operatorname{tr} R_r = c \sum_k 2\cos(r\theta_k)`:
+    zero for independent ``q``, ``k`` (``c = 0``, Barbero et al.'s
+    Proposition 3.2), and ``c`` times the all-ones score when the key is a
+    noisy copy of the query. One sample has variance
+    :math:`(1 - c^2)\,d + 4c^2 \sum_k \cos^2(r\theta_k)` (``d`` when
+    ``c = 0``); the standard error is the sample standard deviation over
+    :math:`\sqrt{\text{samples}}`.
+
+    Args:
+        d: head dimension (even).
+        distances: integer tensor ``(R,)``, values >= 0.
+        samples: number of ``(q, k)`` pairs, >= 2.
+        correlation: ``c`` in ``[-1, 1]``.
+        seed: seeds a private generator, so the estimate is reproducible.
+        base, layout: as in :func:`rope_lessons.rope.score_at_distance`.
+        chunk: pairs scored at once (bounds memory to ``chunk * R`` floats).
+
+    Returns:
+        :class:`MonteCarloScore` of two float64 tensors ``(R,)``.
+    """
+    d = check_even_dim(d, "d")
+    distances = _check_distances(distances)
+    samples = check_positive_int(samples, "samples")
+    if samples < 2:
+        raise ValueError(f"samples must be >= 2 for a standard error, got {samples}")
+    if isinstance(correlation, bool) or not isinstance(correlation, (int, float)):
+        raise TypeError(f"correlation must be a number, got {type(correlation).__name__}")
+    if not -1.0 <= correlation <= 1.0:
+        raise ValueError(f"correlation must lie in [-1, 1], got {correlation}")
+    chunk = check_positive_int(chunk, "chunk")
+    generator = torch.Generator().manual_seed(seed)
+    total = torch.zeros(distances.shape, dtype=torch.float64)
+    total_sq = torch.zeros(distances.shape, dtype=torch.float64)
+    for start in range(0, samples, chunk):
+        n = min(chunk, samples - start)
+        q = torch.randn(n, d, generator=generator, dtype=torch.float64)
+        noise = torch.randn(n, d, generator=generator, dtype=torch.float64)
+        k = correlation * q + math.sqrt(1.0 - correlation**2) * noise
+        scores = score_at_distance(q, k, distances, base=base, layout=layout)  # (n, R)
+        total += scores.sum(0)
+        total_sq += scores.square().sum(0)
+    mean = total / samples
+    variance = (total_sq - samples * mean.square()).clamp(min=0.0) / (samples - 1)
+    return MonteCarloScore(mean, (variance / samples).sqrt())
+
+
+@dataclass(frozen=True)
+class DistanceProfile:
+    """What a model's attention does with distance, averaged over a batch.
+
+    Queries at positions ``max_distance .. T-1`` are paired with the keys at
+    every distance ``r = 0 .. max_distance`` before them; each query therefore
+    sees at least ``max_distance + 1`` keys, and every distance is averaged
+    over the same queries (averaging over all queries instead would make
+    uniform attention look like decay: short rows have large weights and only
+    reach short distances).
+
+    Attributes:
+        distances: ``(R,)`` long, ``0 .. max_distance``.
+        logit: ``(L, H, R)`` mean attention logit
+            :math:`\\langle R_m q_m, R_n k_n\\rangle / \\sqrt D` at distance ``m - n``.
+        weight: ``(L, H, R)`` mean attention weight.
+        content: ``(L, H, R)`` mean unrotated score :math:`q_m^\\top k_n / \\sqrt D`:
+            the same queries and keys with the positions removed.
+        mean_query, mean_key: ``(L, H, D)`` means of the unrotated queries and
+            keys over the batch and all positions.
+        uniform_weight: the mean weight uniform attention would give (the same
+            at every distance).
+        base, layout, p, theta: the model's rotary settings.
+    """
+
+    distances: torch.Tensor
+    logit: torch.Tensor
+    weight: torch.Tensor
+    content: torch.Tensor
+    mean_query: torch.Tensor
+    mean_key: torch.Tensor
+    uniform_weight: float
+    base: float
+    layout: Layout
+    p: float
+    theta: torch.Tensor | None
+
+    def mean_vector_logit(self, distances: torch.Tensor | None = None) -> torch.Tensor:
+        r"""The rotary logit of the mean query and key, :math:`\bar q^\top R_{-r} \bar k / \sqrt D`.
+
+        The part of :attr:`logit` that the learned weights fix whatever the
+        tokens: a query and key each split into its mean and a token-dependent
+        rest contribute this term plus terms of the rests.
+
+        Args:
+            distances: integer tensor ``(R',)``; default :attr:`distances`.
+                Distances beyond the trained context are allowed: they show
+                what the learned mean vectors would do there.
+
+        Returns:
+            float64 tensor ``(L, H, R')``.
+        """
+        distances = self.distances if distances is None else distances
+        scores = score_at_distance(
+            self.mean_query,
+            self.mean_key,
+            distances,
+            base=self.base,
+            layout=self.layout,
+            p=self.p,
+            theta=self.theta,
+        )
+        return scores / math.sqrt(self.mean_query.shape[-1])
+
+
+@torch.no_grad()
+def distance_profile(
+    model: TinyTransformer, tokens: torch.Tensor, max_distance: int | None = None
+) -> DistanceProfile:
+    """Mean attention logit, weight and unrotated score against distance, per layer and head.
+
+    Args:
+        model: a causal :class:`~rope_lessons.model.TinyTransformer` with
+            ``position="rope"``.
+        tokens: ``(B, T)`` token ids (e.g. a validation batch).
+        max_distance: the largest distance, ``< T``; default ``T // 2``.
+
+    Returns:
+        A :class:`DistanceProfile`; every tensor float64 on the CPU.
+    """
+    cfg = model.config
+    if cfg.position != "rope" or cfg.rope != "qk" or cfg.nope_layers or not cfg.causal:
+        raise ValueError(
+            "distance_profile needs a causal model with position='rope', rope='qk' "
+            "and no nope_layers"
+        )
+    if not isinstance(tokens, torch.Tensor) or tokens.ndim != 2 or tokens.is_floating_point():
+        raise TypeError("tokens must be an integer tensor of shape (batch, seq)")
+    seq_len = tokens.shape[1]
+    max_distance = seq_len // 2 if max_distance is None else max_distance
+    max_distance = check_positive_int(max_distance, "max_distance")
+    if max_distance >= seq_len:
+        raise ValueError(f"max_distance must be < seq = {seq_len}, got {max_distance}")
+    theta = None if cfg.rope_theta is None else torch.tensor(cfg.rope_theta, dtype=torch.float64)
+    model.eval()
+    layers_qkv = model.layer_qkv(tokens)
+    _, weights = model.attention_maps(tokens)
+    device = tokens.device
+    queries = torch.arange(max_distance, seq_len, device=device)  # (M,)
+    distances = torch.arange(max_distance + 1, device=device)  # (R,)
+    keys = queries[:, None] - distances[None, :]  # (M, R)
+
+    def by_distance(matrix: torch.Tensor) -> torch.Tensor:
+        """(B, H, T, T) -> (H, R): mean over the batch and the queries."""
+        return matrix[..., queries[:, None], keys].double().mean(dim=(0, 2)).cpu()
+
+    logit, weight, content, mean_query, mean_key = [], [], [], [], []
+    for qkv, layer_weights in zip(layers_qkv, weights, strict=True):
+        scale = math.sqrt(qkv.q.shape[-1])
+        q_rot, k_rot, _ = rotate_inputs(
+            *qkv, base=cfg.rope_base, layout=cfg.rope_layout, p=cfg.rope_p, theta=theta
+        )
+        logit.append(by_distance(q_rot @ k_rot.transpose(-2, -1) / scale))
+        content.append(by_distance(qkv.q @ qkv.k.transpose(-2, -1) / scale))
+        weight.append(by_distance(layer_weights))
+        mean_query.append(qkv.q.double().mean(dim=(0, 2)).cpu())  # (H, D)
+        mean_key.append(qkv.k.double().mean(dim=(0, 2)).cpu())
+    uniform = (1.0 / (queries.double() + 1.0)).mean().item()
+    return DistanceProfile(
+        distances=distances.cpu(),
+        logit=torch.stack(logit),
+        weight=torch.stack(weight),
+        content=torch.stack(content),
+        mean_query=torch.stack(mean_query),
+        mean_key=torch.stack(mean_key),
+        uniform_weight=uniform,
+        base=cfg.rope_base,
+        layout=cfg.rope_layout,
+        p=cfg.rope_p,
+        theta=theta,
+    )
+
+
+def span_mean(curve: torch.Tensor, span: tuple[int, int], name: str = "span") -> torch.Tensor:
+    """Mean of ``curve`` over the distances ``span = (first, last)``, both included.
+
+    Args:
+        curve: ``(..., R)`` indexed by distance ``0 .. R-1``.
+        span: ``(first, last)`` with ``0 <= first <= last < R``.
+        name: the argument's name in error messages.
+
+    Returns:
+        Tensor ``(...,)``.
+    """
+    first, last = span
+    if not 0 <= first <= last < curve.shape[-1]:
+        raise ValueError(f"{name} must satisfy 0 <= first <= last < {curve.shape[-1]}, got {span}")
+    return curve[..., first : last + 1].mean(-1)
+
+
+def near_minus_far(
+    curve: torch.Tensor, near: tuple[int, int], far: tuple[int, int]
+) -> torch.Tensor:
+    """Mean of ``curve`` over the distances ``near`` minus its mean over ``far``.
+
+    A one-number summary of decay: positive when short distances score higher.
+    """
+    return span_mean(curve, near, "near") - span_mean(curve, far, "far")
+
+
+def decay_summary(
+    profile: DistanceProfile, near: tuple[int, int] = (1, 4), far: tuple[int, int] | None = None
+) -> dict[str, torch.Tensor]:
+    """Per-head numbers that say whether, and through what, attention decays with distance.
+
+    Args:
+        profile: from :func:`distance_profile`.
+        near: distances averaged as "near" (default 1 to 4: the token itself,
+            distance 0, is often special and left out).
+        far: distances averaged as "far"; default the second half of the
+            profile's range, ``max_distance // 2 .. max_distance``.
+
+    Returns:
+        Four ``(L, H)`` float64 tensors: ``"logit"``, the near-minus-far drop
+        of the mean attention logit; ``"content"``, the same for the unrotated
+        score (positions removed); ``"mean_vector"``, the same for the rotary
+        logit of the mean query and key; ``"log_weight_ratio"``, the natural
+        log of the mean attention weight near over the mean weight far (0: no
+        preference; a log keeps the stored numbers of a sweep on one scale).
+    """
+    if far is None:
+        last = int(profile.distances[-1])
+        far = (last // 2, last)
+    return {
+        "logit": near_minus_far(profile.logit, near, far),
+        "content": near_minus_far(profile.content, near, far),
+        "mean_vector": near_minus_far(profile.mean_vector_logit(), near, far),
+        "log_weight_ratio": (
+            span_mean(profile.weight, near, "near") / span_mean(profile.weight, far, "far")
+        ).log(),
+    }
+
+
+ANALYSIS_SEQUENCES = 64  # validation sequences that decay_numbers averages over
+
+
+def decay_numbers(model: TinyTransformer, run: Run, device: torch.device) -> dict[str, float]:
+    """:func:`decay_summary` of a trained model as flat numbers: a stored sweep's ``analyse`` hook.
+
+    The profile is measured on one fixed batch of :data:`ANALYSIS_SEQUENCES`
+    validation sequences of length ``run.train_len``, the same for every seed.
+
+    Returns:
+        ``{"layer L head H: NAME": value}`` for every layer, head and NAME of
+        :func:`decay_summary`.
+    """
+    sample = batch_sampler(run.data, ANALYSIS_SEQUENCES, run.train_len, seed=0, split="val")
+    tokens, _ = sample()
+    summary = decay_summary(distance_profile(model, tokens.to(device)))
+    return {
+        f"layer {layer} head {head}: {name}": float(values[layer, head])
+        for name, values in summary.items()
+        for layer in range(values.shape[0])
+        for head in range(values.shape[1])
+    }
+
+
+def summary_from_numbers(numbers: dict[str, float]) -> dict[str, torch.Tensor]:
+    """The inverse of :func:`decay_numbers`: ``(L, H)`` tensors by name."""
+    pattern = re.compile(r"layer (\d+) head (\d+): (\w+)")
+    entries = []
+    for key, value in numbers.items():
+        match = pattern.fullmatch(key)
+        if match is None:
+            raise ValueError(f"not a decay_numbers key: {key!r}")
+        entries.append((match.group(3), int(match.group(1)), int(match.group(2)), value))
+    layers = 1 + max(layer for _, layer, _, _ in entries)
+    heads = 1 + max(head for _, _, head, _ in entries)
+    summary: dict[str, torch.Tensor] = {}
+    for name, layer, head, value in entries:
+        table = summary.setdefault(name, torch.full((layers, heads), math.nan, dtype=torch.float64))
+        table[layer, head] = value
+    return summary
+
+
+def decay_run(steps: int = 300) -> Run:
+    """The chapter's trained model: a small causal RoPE language model on the course's corpus.
+
+    Two layers of width 64 with four heads of dimension 16 (8 rotary pairs,
+    base 10000, interleaved), trained on :class:`~rope_lessons.corpus.CharCorpus`
+    at context 128 with batches of 16 for ``steps`` steps, evaluated on 256
+    validation sequences of length 128, and analysed by :func:`decay_numbers`.
+    """
+    return make_run(
+        "rope, corpus",
+        CharCorpus(),
+        train_len=128,
+        eval_lens=(128,),
+        steps=steps,
+        batch_size=16,
+        eval_batches=1,
+        analyse=decay_numbers,
+        dim=64,
+        n_layers=2,
+        n_heads=4,
+    )

@@ -1,0 +1,298 @@
+"""Chapter 4: RoFormer's bound, the critique's constructions, and the distance profile."""
+
+from __future__ import annotations
+
+import cmath
+import math
+
+import pytest
+import torch
+from helpers import random_features
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rope_lessons.attention import attention
+from rope_lessons.decay import (
+    abel_bound,
+    attention_by_distance,
+    complex_pairs,
+    distance_profile,
+    monte_carlo_score,
+    near_minus_far,
+    peaked_key,
+    roformer_bound,
+)
+from rope_lessons.model import ModelConfig, TinyTransformer
+from rope_lessons.rope import frequencies, layout_permutation, score_at_distance
+
+dims = st.integers(1, 32).map(lambda half: 2 * half)
+bases = st.sampled_from([10.0, 100.0, 10_000.0, 500_000.0])
+layouts = st.sampled_from(["interleaved", "half"])
+seeds = st.integers(0, 2**16)
+ALL_DISTANCES = torch.arange(100_001)
+
+
+def bound_by_loop(r: int, d: int, base: float) -> float:
+    """(1/(d/2)) sum_{j=1}^{d/2} |sum_{k<j} exp(i r theta_k)|, one term at a time."""
+    total, partial = 0.0, 0j
+    for k in range(d // 2):
+        partial += cmath.exp(1j * r * base ** (-2 * k / d))
+        total += abs(partial)
+    return total / (d // 2)
+
+
+# ---------------------------------------------------------------- the bound
+
+
+@given(half=st.integers(1, 128), base=bases)
+def test_bound_at_distance_zero_is_half_of_pairs_plus_one(half: int, base: float) -> None:
+    bound = roformer_bound(torch.tensor([0]), 2 * half, base)
+    assert bound.dtype == torch.float64
+    assert bound.item() == pytest.approx((half + 1) / 2, rel=1e-14)
+
+
+@given(
+    d=dims,
+    base=bases,
+    distances=st.lists(st.integers(0, 10**6), min_size=1, max_size=8),
+)
+def test_bound_equals_a_brute_force_loop(d: int, base: float, distances: list[int]) -> None:
+    bound = roformer_bound(torch.tensor(distances), d, base)
+    expected = torch.tensor([bound_by_loop(r, d, base) for r in distances], dtype=torch.float64)
+    torch.testing.assert_close(bound, expected, rtol=1e-9, atol=1e-9)
+
+
+def test_bound_values_quoted_in_the_book() -> None:
+    """d = 128: falls from 32.5 to 6.5 at 256, but is back up to 7.6 at 5000."""
+    bound = roformer_bound(torch.tensor([0, 256, 1000, 5000]), 128)
+    assert bound.round(decimals=1).tolist() == [32.5, 6.5, 4.5, 7.6]
+
+
+def test_bound_keeps_the_shape_of_distances() -> None:
+    assert roformer_bound(torch.zeros(3, 4, dtype=torch.long), 8).shape == (3, 4)
+
+
+@given(d=dims, base=bases, layout=layouts, seed=seeds)
+def test_abel_bound_bounds_the_score(d: int, base: float, layout: str, seed: int) -> None:
+    q, k = random_features(2, 4, d, seed=seed)
+    distances = torch.tensor([0, 1, 2, 10, 100, 1000, 12345, 10**5])
+    score = score_at_distance(q, k, distances, base=base, layout=layout)  # type: ignore[arg-type]
+    bound = abel_bound(q, k, distances, base=base, layout=layout)  # type: ignore[arg-type]
+    assert bound.shape == score.shape == (4, 8)
+    assert bool((score.abs() <= bound * (1 + 1e-12)).all())
+
+
+@given(d=dims, base=bases, seed=seeds)
+def test_abel_summation_rewrites_the_score(d: int, base: float, seed: int) -> None:
+    """Re sum_k h_k e^{i r theta_k} = -Re sum_k (h_{k+1} - h_k) S_{k+1}, with h_{d/2} = 0."""
+    q, k = random_features(2, d, seed=seed)
+    distances = torch.tensor([0, 1, 7, 300, 99_999])
+    h = complex_pairs(q) * complex_pairs(k).conj()  # (d/2,)
+    steps = torch.diff(h, append=torch.zeros(1, dtype=h.dtype))  # h_{k+1} - h_k
+    angles = distances[:, None].double() * frequencies(d, base)  # (R, d/2)
+    partial_sums = torch.polar(torch.ones_like(angles), angles).cumsum(-1)  # S_1 .. S_{d/2}
+    by_parts = -(partial_sums * steps).sum(-1).real
+    torch.testing.assert_close(by_parts, score_at_distance(q, k, distances, base=base))
+
+
+def test_complex_pairs_follow_the_layout() -> None:
+    x = torch.arange(8.0)
+    torch.testing.assert_close(complex_pairs(x), torch.complex(x[0::2], x[1::2]))
+    half = complex_pairs(x[layout_permutation(8)], "half")
+    torch.testing.assert_close(half, complex_pairs(x))
+
+
+# ---------------------------------------------------------------- the peaked key
+
+
+@given(
+    d=st.integers(1, 16).map(lambda half: 2 * half),
+    r=st.integers(0, 100_000),
+    layout=layouts,
+    seed=seeds,
+    sparse=st.booleans(),
+)
+def test_peaked_key_peaks_where_asked(d: int, r: int, layout: str, seed: int, sparse: bool) -> None:
+    """Among all distances 0..10^5, the score is largest at r, and equals |q|^2 there."""
+    q = random_features(d, seed=seed)
+    if sparse:  # only the slowest pair is nonzero: the flattest peak there is
+        slowest = [d - 2, d - 1] if layout == "interleaved" else [d // 2 - 1, d - 1]
+        q = torch.zeros(d, dtype=torch.float64)
+        q[slowest] = torch.tensor([0.3, -1.7], dtype=torch.float64)
+    k = peaked_key(q, r, layout=layout)  # type: ignore[arg-type]
+    assert k.shape == q.shape and k.dtype == q.dtype
+    assert k.norm().item() == pytest.approx(q.norm().item(), rel=1e-12)
+    scores = score_at_distance(q, k, ALL_DISTANCES, layout=layout)  # type: ignore[arg-type]
+    assert scores.argmax().item() == r
+    assert scores[r].item() == pytest.approx(q.square().sum().item(), rel=1e-12)
+    others = torch.cat((scores[:r], scores[r + 1 :]))
+    assert bool((others < scores[r]).all())
+
+
+def test_peaked_key_handles_a_batch_of_queries() -> None:
+    q = random_features(3, 2, 16, seed=1)
+    keys = peaked_key(q, 40, base=500.0)
+    scores = score_at_distance(q, keys, torch.arange(2000), base=500.0)
+    assert (scores.argmax(-1) == 40).all()
+
+
+# ---------------------------------------------------------------- attention by distance
+
+
+@given(d=dims, context=st.integers(1, 64), layout=layouts, seed=seeds)
+def test_attention_by_distance_is_a_row_of_causal_attention(
+    d: int, context: int, layout: str, seed: int
+) -> None:
+    q, k = random_features(2, d, seed=seed) * 3
+    weights = attention_by_distance(q, k, context, layout=layout)  # type: ignore[arg-type]
+    queries = q.expand(1, 1, context, d)
+    keys = k.expand(1, 1, context, d)
+    _, full = attention(queries, keys, keys, layout=layout, return_weights=True)  # type: ignore[arg-type]
+    last_row = full[0, 0, -1]  # key n at distance context - 1 - n
+    torch.testing.assert_close(weights, last_row.flip(-1), rtol=1e-10, atol=1e-12)
+
+
+# ---------------------------------------------------------------- Monte Carlo
+
+
+def test_monte_carlo_gaussian_mean_is_zero_within_its_error() -> None:
+    distances = torch.tensor([0, 1, 10, 100, 1000, 10_000, 100_000])
+    result = monte_carlo_score(64, distances, samples=8192, seed=3)
+    z = result.mean / result.stderr
+    assert bool((z.abs() < 4.5).all())
+    # one sample has variance d, so the standard error is sqrt(d / samples)
+    torch.testing.assert_close(
+        result.stderr,
+        torch.full((7,), math.sqrt(64 / 8192), dtype=torch.float64),
+        rtol=0.05,
+        atol=0,
+    )
+
+
+@given(correlation=st.sampled_from([-0.5, 0.3, 0.9, 1.0]), layout=layouts)
+def test_monte_carlo_correlated_mean_is_c_times_the_trace(correlation: float, layout: str) -> None:
+    d = 32
+    distances = torch.tensor([0, 3, 50, 700])
+    result = monte_carlo_score(
+        d, distances, samples=4096, correlation=correlation, seed=1, layout=layout, chunk=1000
+    )  # type: ignore[arg-type]
+    angles = distances[:, None].double() * frequencies(d)
+    trace = 2 * angles.cos().sum(-1)
+    assert bool(((result.mean - correlation * trace).abs() < 4.5 * result.stderr).all())
+    variance = (1 - correlation**2) * d + 4 * correlation**2 * angles.cos().square().sum(-1)
+    torch.testing.assert_close(result.stderr, (variance / 4096).sqrt(), rtol=0.08, atol=0)
+
+
+def test_monte_carlo_is_reproducible_and_chunk_independent() -> None:
+    distances = torch.arange(5)
+    a = monte_carlo_score(8, distances, samples=100, seed=7, chunk=100)
+    b = monte_carlo_score(8, distances, samples=100, seed=7, chunk=100)
+    assert torch.equal(a.mean, b.mean) and torch.equal(a.stderr, b.stderr)
+
+
+# ---------------------------------------------------------------- a model's profile
+
+
+def small_model(**fields: object) -> TinyTransformer:
+    torch.manual_seed(0)
+    config = ModelConfig(vocab_size=11, dim=32, n_layers=2, n_heads=2, **fields)  # type: ignore[arg-type]
+    return TinyTransformer(config)
+
+
+def test_distance_profile_matches_the_model_attention() -> None:
+    """Logit, weight and unrotated score at distance r: means over queries 8..19, by hand."""
+    model = small_model()
+    tokens = torch.randint(0, 11, (3, 20), generator=torch.Generator().manual_seed(0))
+    profile = distance_profile(model, tokens, max_distance=8)
+    assert profile.logit.shape == profile.weight.shape == profile.content.shape == (2, 2, 9)
+    assert profile.mean_query.shape == profile.mean_key.shape == (2, 2, 16)
+    qkv = model.layer_qkv(tokens)
+    _, weights = model.attention_maps(tokens)
+    queries = torch.arange(8, 20)
+    for layer in range(2):
+        q, k = qkv[layer].q.double(), qkv[layer].k.double()  # (B, H, T, D)
+        for r in (0, 3, 8):
+            keys = queries - r
+            logit = score_at_distance(q[:, :, queries], k[:, :, keys], torch.tensor([r]))[..., 0]
+            content = (q[:, :, queries] * k[:, :, keys]).sum(-1)  # (B, H, M)
+            weight = weights[layer][:, :, queries, keys].double()
+            torch.testing.assert_close(profile.logit[layer, :, r], logit.mean((0, 2)) / 4.0)
+            torch.testing.assert_close(profile.content[layer, :, r], content.mean((0, 2)) / 4.0)
+            torch.testing.assert_close(profile.weight[layer, :, r], weight.mean((0, 2)))
+        torch.testing.assert_close(profile.mean_query[layer], q.mean((0, 2)))
+    assert profile.uniform_weight == pytest.approx(sum(1 / (m + 1) for m in range(8, 20)) / 12)
+
+
+def test_distance_profile_logits_give_the_model_weights() -> None:
+    """Softmax over the rotated logits of a full row reproduces attention_maps."""
+    model = small_model()
+    tokens = torch.randint(0, 11, (1, 12), generator=torch.Generator().manual_seed(2))
+    profile = distance_profile(model, tokens, max_distance=11)  # one query: position 11
+    _, weights = model.attention_maps(tokens)
+    for layer in range(2):
+        from_logits = profile.logit[layer].softmax(-1)  # (H, 12) over distances 0..11
+        expected = weights[layer][0, :, 11].flip(-1).double()  # keys 11..0
+        torch.testing.assert_close(from_logits, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_mean_vector_logit_is_the_rotary_score_of_the_means() -> None:
+    model = small_model()
+    tokens = torch.randint(0, 11, (2, 16), generator=torch.Generator().manual_seed(1))
+    profile = distance_profile(model, tokens)
+    far = torch.tensor([0, 5, 10_000])
+    expected = score_at_distance(profile.mean_query, profile.mean_key, far) / 4.0
+    torch.testing.assert_close(profile.mean_vector_logit(far), expected)
+    assert profile.mean_vector_logit().shape == (2, 2, 9)
+
+
+def test_near_minus_far() -> None:
+    curve = torch.tensor([[5.0, 4.0, 3.0, 2.0, 1.0]])
+    assert near_minus_far(curve, (0, 1), (3, 4)).tolist() == [3.0]
+
+
+# ---------------------------------------------------------------- bad input
+
+
+def test_bad_input_is_refused() -> None:
+    with pytest.raises(TypeError, match="distances"):
+        roformer_bound(torch.tensor([1.5]), 8)
+    with pytest.raises(ValueError, match="distances"):
+        roformer_bound(torch.tensor([-1]), 8)
+    with pytest.raises(ValueError, match="d must be a positive even"):
+        roformer_bound(torch.tensor([1]), 7)
+    with pytest.raises(TypeError, match="q must be a torch"):
+        abel_bound([1.0, 2.0], torch.ones(2), torch.arange(3))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="distances"):
+        roformer_bound([1, 2], 8)  # type: ignore[arg-type]
+    q = torch.ones(8)
+    with pytest.raises(TypeError, match="r must be an int"):
+        peaked_key(q, 2.0)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="r must be an int"):
+        peaked_key(q, True)
+    with pytest.raises(ValueError, match="r must be >= 0"):
+        peaked_key(q, -3)
+    with pytest.raises(ValueError, match="zero vector"):
+        peaked_key(torch.zeros(2, 8), 3)
+    with pytest.raises(ValueError, match="even"):
+        peaked_key(torch.ones(7), 3)
+    with pytest.raises(TypeError, match="q"):
+        peaked_key(torch.ones(8, dtype=torch.long), 3)
+    with pytest.raises(ValueError, match="layout"):
+        peaked_key(q, 3, layout="diagonal")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="correlation"):
+        monte_carlo_score(8, torch.arange(3), correlation=1.5)
+    with pytest.raises(ValueError, match="samples"):
+        monte_carlo_score(8, torch.arange(3), samples=1)
+    with pytest.raises(ValueError, match="context"):
+        attention_by_distance(q, q, 0)
+    with pytest.raises(ValueError, match="near"):
+        near_minus_far(torch.zeros(5), (0, 5), (1, 2))
+    tokens = torch.zeros(1, 10, dtype=torch.long)
+    with pytest.raises(ValueError, match="max_distance"):
+        distance_profile(small_model(), tokens, max_distance=10)
+    with pytest.raises(ValueError, match="position='rope'"):
+        distance_profile(small_model(position="none"), tokens)
+    with pytest.raises(ValueError, match="rope='qk'"):
+        distance_profile(small_model(rope="vo"), tokens)
+    with pytest.raises(TypeError, match="tokens"):
+        distance_profile(small_model(), torch.zeros(1, 10))
