@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 import torch
 from torch import nn
@@ -49,9 +49,9 @@ from rope_lessons.synthetic import Task, batch_sampler
 from rope_lessons.training import evaluate, train
 
 MixerKind = Literal["real", "complex", "retnet"]
-MIXER_KINDS = ("real", "complex", "retnet")
+MIXER_KINDS: tuple[MixerKind, ...] = get_args(MixerKind)
 Form = Literal["parallel", "recurrent"]
-FORMS = ("parallel", "recurrent")
+FORMS: tuple[Form, ...] = get_args(Form)
 
 
 # --- the two forms of the recurrence -------------------------------------------------

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import random
 from collections.abc import Mapping
-from typing import TypeVar
+from typing import Literal, TypeVar, get_args
 
 import numpy as np
 import torch
@@ -25,7 +25,8 @@ import torch
 PRESET_ENV = "ROPE_LESSONS_PRESET"
 DEVICE_ENV = "ROPE_LESSONS_DEVICE"
 THREADS_ENV = "ROPE_LESSONS_THREADS"
-PRESETS = ("cpu", "gpu")
+Preset = Literal["cpu", "gpu"]
+PRESETS: tuple[Preset, ...] = get_args(Preset)
 
 Settings = TypeVar("Settings")
 
