@@ -47,6 +47,13 @@ from rope_lessons.training import Metrics, evaluate, train
 # split="val" with seed=n); training seeds stay below it, so the streams never meet.
 EVAL_SEED_OFFSET = VALIDATION_SEED_OFFSET
 EVAL_BATCH_SIZE = 256
+# Every run is evaluated on held-out data at every evaluation length after PREFIX_STEPS
+# steps and at CHECKPOINTS evenly spaced points (the last is the end of training).
+# The first PREFIX_STEPS steps are where CPUs with different vector instruction sets
+# still agree to about 1e-6 (training then amplifies the rounding): a stored run's
+# prefix is what a re-run on any machine must match closely (rope_lessons.sweep).
+PREFIX_STEPS = 25
+CHECKPOINTS = 5
 METRIC_NAMES = tuple(f.name for f in dataclasses.fields(Metrics))
 
 Analyse = Callable[[TinyTransformer, "Run", torch.device], dict[str, float]]
@@ -64,10 +71,8 @@ class Run:
         train_len: sequence length during training.
         eval_lens: sequence lengths to evaluate at, on held-out data.
         steps, batch_size, lr: the training budget.
-        eval_batches: batches of 256 held-out sequences per evaluation.
-        eval_every: also evaluate on the validation split at ``train_len``
-            every this many steps (the result's ``curve``); None: not during
-            training.
+        eval_batches: batches of 256 held-out sequences per evaluation (at
+            every checkpoint, see :attr:`checkpoint_steps`).
         analyse: a module-level function ``(model, run, device) -> dict[str,
             float]`` called on the trained model; its numbers are kept in the
             result's ``extra`` (weights are not stored, so anything a stored
@@ -83,7 +88,6 @@ class Run:
     batch_size: int = 32
     lr: float = 3e-3
     eval_batches: int = 4
-    eval_every: int | None = None
     analyse: Analyse | None = None
 
     def __post_init__(self) -> None:
@@ -95,8 +99,6 @@ class Run:
             raise TypeError(f"model must be a ModelConfig, got {type(self.model).__name__}")
         for name in ("train_len", "steps", "batch_size", "eval_batches"):
             check_positive_int(getattr(self, name), name)
-        if self.eval_every is not None:
-            check_positive_int(self.eval_every, "eval_every")
         if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0):
             raise ValueError(f"lr must be a finite number > 0, got {self.lr!r}")
         if not isinstance(self.eval_lens, tuple) or not self.eval_lens:
@@ -140,17 +142,25 @@ class Run:
             "batch_size": self.batch_size,
             "lr": self.lr,
             "eval_batches": self.eval_batches,
-            "eval_every": self.eval_every,
+            "checkpoints": list(self.checkpoint_steps),
             "analyse": analyse,
         }
+
+    @property
+    def checkpoint_steps(self) -> tuple[int, ...]:
+        """Steps after which held-out data is evaluated at every length: the end of the
+        deterministic prefix (:data:`PREFIX_STEPS`) and :data:`CHECKPOINTS` evenly
+        spaced points, the last of them the end of training."""
+        even = {math.ceil(self.steps * i / CHECKPOINTS) for i in range(1, CHECKPOINTS + 1)}
+        return tuple(sorted(even | {min(PREFIX_STEPS, self.steps)}))
 
     @property
     def cost(self) -> int:
         """Tokens processed in training and evaluation: a machine-independent size."""
         evaluated = sum(self.eval_lens) * EVAL_BATCH_SIZE * self.eval_batches
-        curve_points = 0 if self.eval_every is None else self.steps // self.eval_every
-        validated = curve_points * self.train_len * EVAL_BATCH_SIZE * self.eval_batches
-        return 3 * self.steps * self.batch_size * self.train_len + evaluated + validated
+        return 3 * self.steps * self.batch_size * self.train_len + evaluated * len(
+            self.checkpoint_steps
+        )
 
 
 def describe_data(data: object) -> dict[str, Any]:
@@ -184,7 +194,6 @@ def make_run(
     batch_size: int = 32,
     lr: float = 3e-3,
     eval_batches: int = 4,
-    eval_every: int | None = None,
     analyse: Analyse | None = None,
     **model_fields: Any,
 ) -> Run:
@@ -207,7 +216,6 @@ def make_run(
         batch_size=batch_size,
         lr=lr,
         eval_batches=eval_batches,
-        eval_every=eval_every,
         analyse=analyse,
     )
 
@@ -218,11 +226,12 @@ class RunResult:
 
     Attributes:
         label, seed: which run.
-        losses: training loss at every step.
-        metrics: held-out metrics at each evaluation length; a length the model
-            cannot encode (beyond a learned table) is missing.
-        curve: validation metrics at ``train_len`` keyed by steps done (every
-            ``eval_every`` steps and at the end; empty without ``eval_every``).
+        losses: training loss at every step trained.
+        metrics: held-out metrics at each evaluation length after the last
+            step trained; a length the model cannot encode (beyond a learned
+            table) is missing.
+        checkpoints: held-out metrics keyed by steps done, then by length, at
+            every checkpoint reached (:attr:`Run.checkpoint_steps`).
         extra: the numbers returned by the run's ``analyse`` function.
         wall_seconds: training time.
     """
@@ -231,7 +240,7 @@ class RunResult:
     seed: int
     losses: list[float]
     metrics: dict[int, Metrics] = field(default_factory=dict)
-    curve: dict[int, Metrics] = field(default_factory=dict)
+    checkpoints: dict[int, dict[int, Metrics]] = field(default_factory=dict)
     extra: dict[str, float] = field(default_factory=dict)
     wall_seconds: float = 0.0
 
@@ -242,7 +251,10 @@ class RunResult:
             "seed": self.seed,
             "losses": self.losses,
             "metrics": {str(n): dataclasses.asdict(m) for n, m in self.metrics.items()},
-            "curve": {str(n): dataclasses.asdict(m) for n, m in self.curve.items()},
+            "checkpoints": {
+                str(step): {str(n): dataclasses.asdict(m) for n, m in table.items()}
+                for step, table in self.checkpoints.items()
+            },
             "extra": self.extra,
             "wall_seconds": self.wall_seconds,
         }
@@ -255,27 +267,39 @@ class RunResult:
             seed=values["seed"],
             losses=list(values["losses"]),
             metrics={int(n): Metrics(**m) for n, m in values["metrics"].items()},
-            curve={int(n): Metrics(**m) for n, m in values["curve"].items()},
+            checkpoints={
+                int(step): {int(n): Metrics(**m) for n, m in table.items()}
+                for step, table in values["checkpoints"].items()
+            },
             extra=dict(values["extra"]),
             wall_seconds=values["wall_seconds"],
         )
 
 
 def run_once(
-    run: Run, seed: int, device: torch.device | str = "cpu", progress: bool = True
+    run: Run,
+    seed: int,
+    device: torch.device | str = "cpu",
+    progress: bool = True,
+    stop_after: int | None = None,
 ) -> RunResult:
     """Train ``run`` from scratch with ``seed`` and evaluate it on held-out data at every length.
 
     Held-out data is the validation split (:func:`~rope_lessons.synthetic.batch_sampler`
     with ``split="val"``), at each length the same batches for every seed and
-    variant. Tasks with a fixed answer set also get ``answer_accuracy`` and
-    ``neither`` (see :class:`~rope_lessons.training.Metrics`).
+    variant, evaluated at every checkpoint (:attr:`Run.checkpoint_steps`) and
+    after the last step. Tasks with a fixed answer set also get
+    ``answer_accuracy`` and ``neither`` (see :class:`~rope_lessons.training.Metrics`).
 
     Args:
         run: what to train.
         seed: in ``[0, EVAL_SEED_OFFSET)``; seeds the weights and the training stream.
         device: where to train (``"cpu"``, ``"cuda"``, ...); CUDA must be available.
         progress: show a progress bar on standard error.
+        stop_after: train only the first this many of the run's steps (same
+            learning-rate schedule): a live re-run that a notebook can afford,
+            comparable with the stored run's curve and checkpoints up to there.
+            The ``analyse`` hook runs only on a complete run.
     """
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < EVAL_SEED_OFFSET:
         raise ValueError(f"seed must be an int in [0, {EVAL_SEED_OFFSET}), got {seed!r}")
@@ -283,9 +307,25 @@ def run_once(
     answers = answer_set(run.data)
     seed_everything(seed)
     model = TinyTransformer(run.model).to(device)
-    validation = None
-    if run.eval_every is not None:
-        validation = held_out(run, run.train_len, device)
+    lengths = [
+        length
+        for length in run.eval_lens
+        if not (run.model.position == "learned" and length > run.model.max_len)
+    ]
+
+    def evaluate_all() -> dict[int, Metrics]:
+        return {
+            length: evaluate(
+                model, held_out(run, length, device), batches=run.eval_batches, answers=answers
+            )
+            for length in lengths
+        }
+
+    checkpoints: dict[int, dict[int, Metrics]] = {}
+
+    def at_checkpoint(done: int) -> None:
+        checkpoints[done] = evaluate_all()
+
     result = train(
         model,
         batch_sampler(run.data, run.batch_size, run.train_len, seed=seed, device=device),
@@ -293,25 +333,20 @@ def run_once(
         lr=run.lr,
         progress=progress,
         desc=f"{run.label}, seed {seed}",
-        validation=validation,
-        eval_every=run.eval_every,
-        eval_batches=run.eval_batches,
-        answers=answers,
+        stop_after=stop_after,
+        checkpoints=run.checkpoint_steps,
+        on_checkpoint=at_checkpoint,
     )
-    metrics = {
-        length: evaluate(
-            model, held_out(run, length, device), batches=run.eval_batches, answers=answers
-        )
-        for length in run.eval_lens
-        if not (run.model.position == "learned" and length > run.model.max_len)
-    }
-    extra = {} if run.analyse is None else run.analyse(model, run, device)
+    trained = len(result.losses)
+    metrics = checkpoints[trained] if trained in checkpoints else evaluate_all()
+    complete = trained == run.steps
+    extra = {} if run.analyse is None or not complete else run.analyse(model, run, device)
     return RunResult(
         label=run.label,
         seed=seed,
         losses=result.losses,
         metrics=metrics,
-        curve=result.curve,
+        checkpoints=checkpoints,
         extra={str(key): float(value) for key, value in extra.items()},
         wall_seconds=result.wall_seconds,
     )

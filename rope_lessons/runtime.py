@@ -6,6 +6,11 @@ calls :func:`setup`. The preset follows the device unless the environment
 variable ``ROPE_LESSONS_PRESET`` names one; ``ROPE_LESSONS_DEVICE`` forces the
 device (``cpu``, ``cuda``, ``cuda:1``, ...).
 
+``ROPE_LESSONS_SMOKE_STEPS=N`` shrinks every training loop of the package to
+at most ``N`` steps (:func:`smoke_steps`): a smoke test that runs a preset's
+code paths, the GPU preset's included, on the CPU in seconds. Its numbers mean
+nothing, and :func:`setup` says so.
+
 On the CPU, :func:`setup` runs PyTorch on one thread (``ROPE_LESSONS_THREADS``
 overrides). The toy models are too small to gain from more, a busy machine
 makes several threads much slower, and a fixed thread count keeps the order of
@@ -25,6 +30,7 @@ import torch
 PRESET_ENV = "ROPE_LESSONS_PRESET"
 DEVICE_ENV = "ROPE_LESSONS_DEVICE"
 THREADS_ENV = "ROPE_LESSONS_THREADS"
+SMOKE_ENV = "ROPE_LESSONS_SMOKE_STEPS"
 Preset = Literal["cpu", "gpu"]
 PRESETS: tuple[Preset, ...] = get_args(Preset)
 
@@ -85,6 +91,16 @@ def choose_threads() -> int:
     return int(forced)
 
 
+def smoke_steps() -> int | None:
+    """``$ROPE_LESSONS_SMOKE_STEPS`` if set: the most steps any training loop may take."""
+    forced = os.environ.get(SMOKE_ENV)
+    if not forced:
+        return None
+    if not forced.isdigit() or int(forced) < 1:
+        raise ValueError(f"{SMOKE_ENV} must be a positive integer, got {forced!r}")
+    return int(forced)
+
+
 def seed_everything(seed: int) -> None:
     """Seed Python's, NumPy's and PyTorch's generators (all devices)."""
     random.seed(seed)
@@ -114,4 +130,7 @@ def setup(presets: Mapping[str, Settings], seed: int = 0) -> tuple[Settings, tor
         f"{torch.get_num_threads()} CPU threads | seed {seed}"
     )
     print(f"(set {PRESET_ENV}=cpu or =gpu to choose the preset yourself)")
+    smoke = smoke_steps()
+    if smoke is not None:
+        print(f"SMOKE TEST: {SMOKE_ENV}={smoke} caps every training run; the numbers mean nothing")
     return presets[preset], device

@@ -21,9 +21,27 @@ content.
 :func:`load_sweep` reads a results file and refuses it when the hash does not
 match (a hand-edited file), when its version differs from the code's, or when
 the code now describes a run differently (a change of meaning without a
-version bump). Every results file also holds a *reference*: the cheapest
-(run, seed) trained on the CPU with one thread, which ``tests/test_sweeps.py``
-trains again from today's code and compares (see :data:`REPRODUCTION_TOLERANCE`).
+version bump; numbers are compared to a relative 1e-9, so that a frequency
+recomputed with other rounding is still the same run).
+
+Reproduction on any CPU (:meth:`StoredSweep.check`). PyTorch picks its CPU
+kernels by vector instruction set (``ATEN_CPU_CAPABILITY``), so two machines
+round differently, and training amplifies the difference: after a few hundred
+steps a re-run is, in effect, another seed. A re-run is therefore compared in
+two parts:
+
+* its deterministic prefix: the training losses of the first
+  :data:`~rope_lessons.experiments.PREFIX_STEPS` steps and the held-out
+  evaluation after them, against the stored run of the same seed, within
+  :data:`PREFIX_TOLERANCE` (different instruction sets agree there to about
+  1e-6; a changed rotation sign, learning rate or data stream moves them by
+  1e-3 or more);
+* its later numbers: every held-out metric at its last checkpoint must lie in
+  the 99.9% prediction interval of the stored seeds at that checkpoint
+  (:func:`prediction_interval`), never narrower than :data:`RANGE_FLOOR`.
+
+Every results file also holds a *reference*: the cheapest (run, seed) trained
+on the CPU with one thread, whose prefix ``tests/test_sweeps.py`` re-trains.
 """
 
 from __future__ import annotations
@@ -34,11 +52,13 @@ import datetime
 import hashlib
 import importlib
 import json
+import math
 import os
 import pkgutil
 import platform
 import re
 import shlex
+import statistics
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -51,17 +71,39 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from rope_lessons.experiments import Run, RunResult, run_once
+from rope_lessons.experiments import PREFIX_STEPS, Run, RunResult, run_once
 from rope_lessons.runtime import check_device, choose_threads
+from rope_lessons.training import Metrics
 
-FORMAT = 1
+FORMAT = 2
 SWEEPS_PACKAGE = "rope_lessons.sweeps"
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-# The reproduction test re-trains the reference run and accepts every training loss
-# and held-out metric within this absolute difference of the stored one. On the same
-# CPU and library versions the numbers agree exactly; 2e-3 allows two flipped
-# predictions in 1024 from floating-point differences between CPUs.
-REPRODUCTION_TOLERANCE = 2e-3
+# Prefix agreement: the largest absolute difference allowed in a training loss of the
+# first PREFIX_STEPS steps, and in the held-out loss after them. Measured across the
+# instruction sets default, avx2 and avx512 (one thread): at most 7.2e-7 up to step 25
+# (3.1e-5 by step 50, 4e-3 by step 100), so 1e-4 leaves a margin of 100 and is still
+# ten times below the smallest real change in tests/test_sweeps.py.
+PREFIX_TOLERANCE = 1e-4
+# Held-out accuracies after the prefix may differ by a prediction or two that sit on a
+# tie between two logits: 2e-3 is two predictions in 1024 (and 1e-3 of the smallest
+# evaluation set of a stored sweep, 2 batches of 256 sequences).
+PREFIX_ACCURACY_TOLERANCE = 2e-3
+# The prediction interval is never narrower than this on either side (seeds that all
+# score 1.000, or agree to the third decimal, leave no spread to speak of).
+RANGE_FLOOR: dict[str, float] = {
+    "loss": 0.02,
+    "accuracy": 0.02,
+    "answer_accuracy": 0.02,
+    "neither": 0.02,
+}
+# Two-sided 99.9% quantiles of Student's t (0.9995) for 1 to 30 degrees of freedom;
+# tests/test_sweeps.py checks them by integrating the density.
+T_QUANTILE_999 = (
+    636.619, 31.599, 12.924, 8.610, 6.869, 5.959, 5.408, 5.041, 4.781, 4.587,
+    4.437, 4.318, 4.221, 4.140, 4.073, 4.015, 3.965, 3.922, 3.883, 3.850,
+    3.819, 3.792, 3.768, 3.745, 3.725, 3.707, 3.690, 3.674, 3.659, 3.646,
+)  # fmt: skip
+CONFIG_RELATIVE_TOLERANCE = 1e-9
 _NAME = re.compile(r"[a-z][a-z0-9_]*")
 
 
@@ -125,42 +167,115 @@ class Sweep:
         return loaded
 
 
-def largest_difference(first: RunResult, second: RunResult) -> float:
-    """The largest absolute difference between two results of the same (run, seed): over
-    every training loss, held-out metric, validation-curve point and ``extra`` number.
+def prediction_interval(values: Sequence[float], floor: float) -> tuple[float, float]:
+    """Where a new seed's value lies with 99.9% probability, from the stored seeds' values.
 
-    Raises:
-        ValueError: if they are not results of the same run and seed, or do not
-            hold the same entries.
+    ``mean ± t · s · sqrt(1 + 1/n)`` (Student's t, ``n - 1`` degrees of freedom,
+    for normally distributed values), widened to at least ``± floor`` around the
+    stored range. With one value only the floor remains.
     """
-    if (first.label, first.seed) != (second.label, second.seed):
-        raise ValueError(
-            f"results of different runs: {first.label!r} seed {first.seed} vs "
-            f"{second.label!r} seed {second.seed}"
+    if not values:
+        raise ValueError("prediction_interval needs at least one value")
+    n = len(values)
+    low, high = min(values), max(values)
+    if n == 1:
+        return low - floor, high + floor
+    mean = statistics.fmean(values)
+    t = T_QUANTILE_999[min(n - 1, len(T_QUANTILE_999)) - 1]
+    half = t * statistics.stdev(values) * math.sqrt(1 + 1 / n)
+    return min(mean - half, low - floor), max(mean + half, high + floor)
+
+
+def same_config(first: Any, second: Any, rel: float = CONFIG_RELATIVE_TOLERANCE) -> bool:
+    """Whether two stored configurations (JSON values) are equal, numbers to ``rel``.
+
+    Floats recomputed on another machine (a frequency ladder, say) may differ in
+    their last bits; anything else must be equal.
+    """
+    if isinstance(first, dict) and isinstance(second, dict):
+        return first.keys() == second.keys() and all(
+            same_config(first[key], second[key], rel) for key in first
         )
-
-    def numbers(result: RunResult) -> dict[str, float | None]:
-        values: dict[str, float | None] = {
-            f"loss {i}": loss for i, loss in enumerate(result.losses)
-        }
-        for table in ("metrics", "curve"):
-            for key, metrics in getattr(result, table).items():
-                for name, value in dataclasses.asdict(metrics).items():
-                    values[f"{table}[{key}].{name}"] = value
-        values.update({f"extra {key}": value for key, value in result.extra.items()})
-        return values
-
-    ours, theirs = numbers(first), numbers(second)
-    if ours.keys() != theirs.keys() or any(
-        (ours[key] is None) != (theirs[key] is None) for key in ours
+    if isinstance(first, list) and isinstance(second, list):
+        return len(first) == len(second) and all(
+            same_config(a, b, rel) for a, b in zip(first, second, strict=True)
+        )
+    numbers = (int, float)
+    if (
+        isinstance(first, numbers)
+        and isinstance(second, numbers)
+        and not isinstance(first, bool)
+        and not isinstance(second, bool)
     ):
-        raise ValueError(f"{first.label!r} seed {first.seed}: the results hold different entries")
-    gaps = [
-        abs(a - b)
-        for key in ours
-        if (a := ours[key]) is not None and (b := theirs[key]) is not None
-    ]
-    return max(gaps, default=0.0)
+        return math.isclose(first, second, rel_tol=rel, abs_tol=0.0)
+    return bool(first == second) and type(first) is type(second)
+
+
+@dataclass(frozen=True)
+class Reproduction:
+    """How a re-run compares with the stored runs (see :meth:`StoredSweep.check`).
+
+    Attributes:
+        label, seed: the re-run.
+        steps: training steps the re-run took (may be fewer than the run's).
+        prefix_steps: how many of its first training losses were compared with
+            the stored run of the same seed.
+        prefix_gap: the largest difference among them (None: that seed is not stored).
+        prefix_eval_gaps: at the end of the prefix, the largest difference of
+            the held-out losses and of the held-out accuracies (None: not reached).
+        checkpoint: the last checkpoint whose held-out numbers were compared
+            with the stored seeds' prediction intervals (None: none reached
+            beyond the prefix).
+        outside: the numbers outside their interval, described.
+    """
+
+    label: str
+    seed: int
+    steps: int
+    prefix_steps: int
+    prefix_gap: float | None
+    prefix_eval_gaps: tuple[float, float] | None
+    checkpoint: int | None
+    outside: tuple[str, ...]
+
+    @property
+    def prefix_matches(self) -> bool:
+        """Whether every compared prefix number is within tolerance."""
+        if self.prefix_gap is not None and self.prefix_gap > PREFIX_TOLERANCE:
+            return False
+        if self.prefix_eval_gaps is None:
+            return True
+        loss_gap, accuracy_gap = self.prefix_eval_gaps
+        return loss_gap <= PREFIX_TOLERANCE and accuracy_gap <= PREFIX_ACCURACY_TOLERANCE
+
+    @property
+    def reproduces(self) -> bool:
+        """The verdict: the prefix matches and no later number is outside its interval."""
+        return self.prefix_matches and not self.outside
+
+    def __str__(self) -> str:
+        lines = [f"{self.label!r}, seed {self.seed}, {self.steps} steps:"]
+        if self.prefix_gap is None:
+            lines.append("  prefix: seed not stored, not compared")
+        else:
+            verdict = "matches" if self.prefix_matches else "DIFFERS"
+            at = "" if self.prefix_eval_gaps is None else " and the held-out numbers after it"
+            lines.append(
+                f"  first {self.prefix_steps} steps{at}: {verdict} the stored run "
+                f"(tolerance {PREFIX_TOLERANCE:g})"
+            )
+        if self.checkpoint is None:
+            lines.append("  no checkpoint past the prefix reached: spread not compared")
+        elif self.outside:
+            lines.append(f"  step {self.checkpoint}: OUTSIDE the stored seeds' range:")
+            lines.extend(f"    {item}" for item in self.outside)
+        else:
+            lines.append(
+                f"  step {self.checkpoint}: every held-out number within the stored seeds' "
+                "99.9% prediction interval"
+            )
+        lines.append(f"  reproduces: {self.reproduces}")
+        return "\n".join(lines)
 
 
 def available() -> list[str]:
@@ -186,6 +301,24 @@ def get_sweep(name: str) -> Sweep:
     if sweep.name != name:
         raise ValueError(f"{SWEEPS_PACKAGE}.{name} defines a sweep named {sweep.name!r}")
     return sweep
+
+
+def _metric_gaps(first: dict[int, Metrics], second: dict[int, Metrics]) -> tuple[float, float]:
+    """The largest differences of held-out losses and of accuracies (any kind) over lengths."""
+    if first.keys() != second.keys():
+        raise ValueError(f"evaluated at lengths {sorted(first)} and {sorted(second)}")
+    loss_gap = accuracy_gap = 0.0
+    for length, metrics in first.items():
+        theirs = dataclasses.asdict(second[length])
+        for name, value in dataclasses.asdict(metrics).items():
+            other = theirs[name]
+            if value is None or other is None:
+                continue
+            if name == "loss":
+                loss_gap = max(loss_gap, abs(value - other))
+            else:
+                accuracy_gap = max(accuracy_gap, abs(value - other))
+    return loss_gap, accuracy_gap
 
 
 @dataclass(frozen=True)
@@ -220,6 +353,59 @@ class StoredSweep:
                 return r
         raise ValueError(f"sweep {self.sweep.name!r} has no stored {label!r} with seed {seed}")
 
+    def check(self, result: RunResult) -> Reproduction:
+        """Compare a re-run (complete or stopped early) with the stored runs.
+
+        The deterministic prefix is compared with the stored run of the same
+        seed; the held-out numbers at the re-run's last checkpoint past the
+        prefix with the 99.9% prediction interval of every stored seed there.
+
+        Raises:
+            ValueError: if the label is unknown or the re-run took more steps
+                than the run defines.
+        """
+        run = self.sweep.run(result.label)
+        steps = len(result.losses)
+        if steps > run.steps:
+            raise ValueError(f"{result.label!r} took {steps} steps; the run defines {run.steps}")
+        stored = {r.seed: r for r in self.results(result.label)}
+        prefix_steps = min(PREFIX_STEPS, steps)
+        prefix_gap = prefix_eval_gaps = None
+        same_seed = stored.get(result.seed)
+        if same_seed is not None:
+            pairs = zip(result.losses[:prefix_steps], same_seed.losses, strict=False)
+            prefix_gap = max((abs(a - b) for a, b in pairs), default=0.0)
+            end = min(PREFIX_STEPS, run.steps)
+            if end in result.checkpoints:
+                prefix_eval_gaps = _metric_gaps(result.checkpoints[end], same_seed.checkpoints[end])
+        reached = [step for step in run.checkpoint_steps if step in result.checkpoints]
+        later = [step for step in reached if step > min(PREFIX_STEPS, run.steps)]
+        checkpoint = later[-1] if later else None
+        outside: list[str] = []
+        if checkpoint is not None:
+            for length, metrics in result.checkpoints[checkpoint].items():
+                for name, value in dataclasses.asdict(metrics).items():
+                    if value is None:
+                        continue
+                    values = [
+                        getattr(r.checkpoints[checkpoint][length], name) for r in stored.values()
+                    ]
+                    low, high = prediction_interval(values, RANGE_FLOOR[name])
+                    if not low <= value <= high:
+                        outside.append(
+                            f"length {length} {name} {value:.3f} outside [{low:.3f}, {high:.3f}]"
+                        )
+        return Reproduction(
+            label=result.label,
+            seed=result.seed,
+            steps=steps,
+            prefix_steps=prefix_steps,
+            prefix_gap=prefix_gap,
+            prefix_eval_gaps=prefix_eval_gaps,
+            checkpoint=checkpoint,
+            outside=tuple(outside),
+        )
+
     @property
     def complete(self) -> bool:
         """Whether every run is stored for every seed of the sweep."""
@@ -228,7 +414,7 @@ class StoredSweep:
 
     def describe(self) -> str:
         """A few lines: what, how many seeds, on which device, when, from which commit."""
-        devices = sorted({r["device"] for r in self.records})
+        devices = sorted({f"{r['device']} ({r['cpu_capability']})" for r in self.records})
         dates = sorted(r["date"][:10] for r in self.records)
         commits = sorted({str(r["git_commit"])[:10] for r in self.records})
         seeds = sorted({r.seed for r in self.stored})
@@ -279,11 +465,11 @@ def _read(sweep: Sweep, results_dir: Path | None) -> tuple[dict[str, Any], str] 
             f"is version {sweep.version}: re-run `python -m rope_lessons.sweep {sweep.name} "
             "--restart`."
         )
-    if content["config"] != sweep.config():
+    if not same_config(content["config"], sweep.config()):
         changed = sorted(
             label
             for label in set(content["config"]) | set(sweep.config())
-            if content["config"].get(label) != sweep.config().get(label)
+            if not same_config(content["config"].get(label), sweep.config().get(label))
         )
         raise ValueError(
             f"{where}: the code now defines runs {changed} differently from the stored ones, "
@@ -345,21 +531,34 @@ def git_commit() -> str | None:
     return head + ("+dirty" if status else "")
 
 
+def processor_name() -> str:
+    """The CPU's model name (from /proc/cpuinfo on Linux), else what :mod:`platform` says."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def record(device: torch.device, command: str) -> dict[str, Any]:
-    """How a result was made: command, device, threads, versions, date, commit."""
+    """How a result was made: command, device, processor and its vector instruction set
+    (the one PyTorch's CPU kernels use), threads, versions, date, commit."""
     return {
         "command": command,
         "device": str(device),
         "device_name": (
-            torch.cuda.get_device_name(device)
-            if device.type == "cuda"
-            else platform.processor() or platform.machine()
+            torch.cuda.get_device_name(device) if device.type == "cuda" else processor_name()
         ),
+        "processor": processor_name(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "numpy": np.__version__,
         "python": platform.python_version(),
-        "platform": platform.platform(),
+        "system": platform.system(),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "git_commit": git_commit(),
     }
@@ -405,7 +604,7 @@ def run_sweep(
     unknown = sorted(set(chosen) - set(sweep.seeds))
     if unknown:
         raise ValueError(f"seeds {unknown} are not seeds of sweep {sweep.name!r}: {sweep.seeds}")
-    command = command or " ".join(shlex.quote(a) for a in [Path(sys.executable).name, *sys.argv])
+    command = command or f"python -m rope_lessons.sweep {sweep.name}"
     path = results_path(sweep.name, results_dir)
     try:
         found = None if restart else _read(sweep, path.parent)
@@ -427,13 +626,24 @@ def run_sweep(
     )
     done = {(e["result"]["label"], e["result"]["seed"]) for e in content["results"]}
     pending = [(run, s) for s in chosen for run in sweep.runs if (run.label, s) not in done]
-    bar = tqdm(pending, desc=sweep.name, disable=not progress, file=sys.stderr, unit="run")
-    for run, seed in bar:
+    # The bar counts tokens (Run.cost), so that its estimate of the time left weighs
+    # long runs as long.
+    bar = tqdm(
+        total=sum(run.cost for run, _ in pending),
+        desc=f"{sweep.name}: {len(pending)} runs",
+        disable=not progress,
+        file=sys.stderr,
+        unit="tok",
+        unit_scale=True,
+    )
+    for run, seed in pending:
         bar.set_postfix_str(f"{run.label}, seed {seed}")
         result = run_once(run, seed, device, progress=False)
         content["results"].append({"result": result.to_json(), "record": record(device, command)})
         content["reference"] = content["reference"] or _stored_reference(sweep, content)
         _write(path, content)
+        bar.update(run.cost)
+    bar.close()
     if content["reference"] is None:
         content["reference"] = _cpu_reference(sweep, command)
         _write(path, content)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from itertools import cycle
 
@@ -20,6 +20,7 @@ from torch import nn
 from tqdm import tqdm
 
 from rope_lessons._checks import check_positive_int
+from rope_lessons.runtime import smoke_steps
 from rope_lessons.synthetic import IGNORE, Batch
 
 
@@ -120,6 +121,9 @@ def train(
     eval_every: int | None = None,
     eval_batches: int = 4,
     answers: Sequence[int] | None = None,
+    stop_after: int | None = None,
+    checkpoints: Collection[int] = (),
+    on_checkpoint: Callable[[int], None] | None = None,
 ) -> TrainResult:
     """Train ``model`` on batches from ``sample_batch`` for ``steps`` steps.
 
@@ -142,11 +146,29 @@ def train(
         eval_every: steps between evaluations; default: only after the last step.
         eval_batches: how many validation batches.
         answers: the task's fixed answer set, passed to :func:`evaluate`.
+        stop_after: train only the first this many steps of the ``steps``-step
+            schedule (the learning rate follows the full schedule, so the
+            losses are a prefix of the full run's). Default: all of them. The
+            environment variable ``ROPE_LESSONS_SMOKE_STEPS`` caps it further
+            (:func:`~rope_lessons.runtime.smoke_steps`).
+        checkpoints: steps done after which ``on_checkpoint(steps_done)`` is
+            called (e.g. to evaluate the model); the model is put back in
+            training mode afterwards. Checkpoints past the last step trained
+            are skipped.
+        on_checkpoint: the function called at the checkpoints.
 
     Returns:
-        A :class:`TrainResult` with the loss of every step and the validation curve.
+        A :class:`TrainResult` with the loss of every step trained and the validation curve.
     """
     check_positive_int(steps, "steps")
+    last = steps if stop_after is None else min(check_positive_int(stop_after, "stop_after"), steps)
+    smoke = smoke_steps()
+    if smoke is not None:
+        last = min(last, smoke)
+    if checkpoints and on_checkpoint is None:
+        raise ValueError("checkpoints need an on_checkpoint function")
+    for point in checkpoints:
+        check_positive_int(point, "checkpoints")
     if eval_every is not None:
         check_positive_int(eval_every, "eval_every")
         if validation is None:
@@ -158,7 +180,7 @@ def train(
     model.train()
     losses: list[float] = []
     start = time.perf_counter()
-    bar = tqdm(range(steps), desc=desc, disable=not progress, file=sys.stderr, mininterval=1.0)
+    bar = tqdm(range(last), desc=desc, disable=not progress, file=sys.stderr, mininterval=1.0)
     for step in bar:
         for group in optimiser.param_groups:
             group["lr"] = learning_rate(step, steps, lr, warmup)
@@ -171,10 +193,13 @@ def train(
         losses.append(loss.item())
         bar.set_postfix(loss=f"{losses[-1]:.3f}", refresh=False)
         done = step + 1
-        if held_out and (done == steps or (eval_every is not None and done % eval_every == 0)):
+        if held_out and (done == last or (eval_every is not None and done % eval_every == 0)):
             curve[done] = evaluate(
                 model, cycle(held_out).__next__, batches=len(held_out), answers=answers
             )
+            model.train()
+        if on_checkpoint is not None and done in checkpoints:
+            on_checkpoint(done)
             model.train()
     model.eval()
     return TrainResult(losses=losses, wall_seconds=time.perf_counter() - start, curve=curve)
