@@ -10,6 +10,16 @@
                                  re-execute notebooks in place (to refresh committed outputs)
     python3 tasks.py colab       run every notebook as Colab would: a fresh environment with
                                  only what Colab ships, the package installed by the set-up cell
+    python3 tasks.py capabilities [PATH ...]
+                                 the stored-sweep tests and the notebooks with checked training
+                                 cells (or those named) under each CPU instruction set PyTorch
+                                 can use here (ATEN_CPU_CAPABILITY=default, avx2, and the
+                                 machine's own), one thread each: results must hold on any CPU
+    python3 tasks.py gpu-smoke [PATH ...]
+                                 execute every notebook (or those named) with the gpu preset on
+                                 the CPU, every training loop cut to a few steps
+                                 (ROPE_LESSONS_SMOKE_STEPS), so that no code path of the GPU
+                                 preset can crash unseen; outputs are not compared
 
 Set-up, shared by all commands: a virtual environment in .venv is created if
 missing and filled from requirements.txt plus the package itself (editable); it
@@ -119,6 +129,14 @@ def test(_: list[str]) -> None:
     run(PYTHON, "-m", "mypy")  # strict on rope_lessons/ (pyproject.toml, [tool.mypy])
     run(PYTHON, "-m", "pytest", "tests", "--ignore=tests/built_site")
     took("lint and unit tests", start)
+    # The cheap part of `capabilities`: the stored sweeps' prefixes under the instruction
+    # set least like any modern machine's (no vector extensions).
+    start = time.perf_counter()
+    run(PYTHON, "-m", "pytest", "-q", STORED_SWEEP_TESTS, env=capability_env("default"))
+    took("stored-sweep tests under ATEN_CPU_CAPABILITY=default", start)
+    start = time.perf_counter()
+    gpu_smoke([])
+    took("gpu preset, smoke scale", start)
     # The one execution of the notebooks in this run: nbval checks them, and the
     # plugin tests/notebook_ci.py prints each notebook's time (slowest first), fails
     # one over its budget, and writes the executed notebooks into the book's
@@ -243,7 +261,89 @@ def colab(names: list[str]) -> None:
         )
 
 
-COMMANDS = {"book": book, "test": test, "notebooks": refresh_notebooks, "colab": colab}
+STORED_SWEEP_TESTS = "tests/test_sweeps.py"
+# The notebooks whose checked cells depend on training (live runs or stored sweeps).
+TRAINING_NOTEBOOKS = (
+    "00_setup",
+    "01_no_order",
+    "02_absolute_encodings",
+    "03_deriving_rope",
+    "03_toy_experiment",
+    "04_decay",
+    "05_frequencies",
+    "05_prope",
+    "06_placements",
+    "07_vo_rope_to_rnn",
+    "08_extension_experiment",
+)
+
+
+def capability_env(capability: str) -> dict[str, str]:
+    """Environment that makes PyTorch use one CPU instruction set, on one thread."""
+    return {"ATEN_CPU_CAPABILITY": capability, "ROPE_LESSONS_THREADS": "1", "OMP_NUM_THREADS": "1"}
+
+
+def native_capability() -> str:
+    script = "import torch; print(torch.backends.cpu.get_cpu_capability())"
+    out = subprocess.run([str(PYTHON), "-c", script], capture_output=True, text=True, check=True)
+    return out.stdout.strip().lower()
+
+
+def capabilities(names: list[str]) -> None:
+    """Stored-sweep tests and checked training notebooks under each instruction set."""
+    notebooks = (
+        notebook_paths(names) if names else [NOTEBOOKS / f"{n}.ipynb" for n in TRAINING_NOTEBOOKS]
+    )
+    chosen = ["default", "avx2"]
+    native = native_capability()
+    if native not in chosen:
+        chosen.append(native)
+    for capability in chosen:
+        start = time.perf_counter()
+        env = capability_env(capability)
+        if not names:
+            run(PYTHON, "-m", "pytest", "-q", STORED_SWEEP_TESTS, env=env)
+        run(
+            PYTHON,
+            "-m",
+            "pytest",
+            "-q",
+            "--nbval-lax",
+            "--nbval-current-env",
+            *(str(p.relative_to(ROOT)) for p in notebooks),
+            env=env,
+        )
+        took(f"ATEN_CPU_CAPABILITY={capability}", start)
+
+
+SMOKE_STEPS = "3"
+
+
+def gpu_smoke(names: list[str]) -> None:
+    """Execute notebooks with the gpu preset on the CPU at smoke scale (nothing compared)."""
+    script = (
+        "import sys, tempfile, time, nbformat\n"
+        "from nbclient import NotebookClient\n"
+        "for path in sys.argv[1:]:\n"
+        "    start = time.perf_counter()\n"
+        "    nb = nbformat.read(path, as_version=4)\n"
+        "    NotebookClient(nb, timeout=600, kernel_name='python3',\n"
+        "                   resources={'metadata': {'path': 'notebooks'}}).execute()\n"
+        "    print(f'gpu preset ran: {path} ({time.perf_counter() - start:.0f} s)', flush=True)\n"
+    )
+    env = {"ROPE_LESSONS_PRESET": "gpu", "ROPE_LESSONS_SMOKE_STEPS": SMOKE_STEPS}
+    paths = (str(p.relative_to(ROOT)) for p in notebook_paths(names))
+    run(PYTHON, "-c", script, *paths, env=env)
+
+
+COMMANDS = {
+    "book": book,
+    "test": test,
+    "notebooks": refresh_notebooks,
+    "colab": colab,
+    "capabilities": capabilities,
+    "gpu-smoke": gpu_smoke,
+}
 
 
 def main() -> None:
@@ -252,7 +352,9 @@ def main() -> None:
     )
     parser.add_argument("command", choices=sorted(COMMANDS), help="what to do")
     parser.add_argument(
-        "notebooks", nargs="*", help="with 'notebooks' or 'colab': which ones (default all)"
+        "notebooks",
+        nargs="*",
+        help="with 'notebooks', 'colab', 'capabilities' or 'gpu-smoke': which (default all)",
     )
     args = parser.parse_args()
     start = time.perf_counter()

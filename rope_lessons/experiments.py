@@ -282,6 +282,7 @@ def run_once(
     device: torch.device | str = "cpu",
     progress: bool = True,
     stop_after: int | None = None,
+    checkpoints: bool = True,
 ) -> RunResult:
     """Train ``run`` from scratch with ``seed`` and evaluate it on held-out data at every length.
 
@@ -300,6 +301,9 @@ def run_once(
             learning-rate schedule): a live re-run that a notebook can afford,
             comparable with the stored run's curve and checkpoints up to there.
             The ``analyse`` hook runs only on a complete run.
+        checkpoints: evaluate at the checkpoints (False: only after the last
+            step; a result to read, not one to check against stored runs,
+            which compares the evaluation after the prefix and later ones).
     """
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < EVAL_SEED_OFFSET:
         raise ValueError(f"seed must be an int in [0, {EVAL_SEED_OFFSET}), got {seed!r}")
@@ -321,10 +325,10 @@ def run_once(
             for length in lengths
         }
 
-    checkpoints: dict[int, dict[int, Metrics]] = {}
+    evaluations: dict[int, dict[int, Metrics]] = {}
 
     def at_checkpoint(done: int) -> None:
-        checkpoints[done] = evaluate_all()
+        evaluations[done] = evaluate_all()
 
     result = train(
         model,
@@ -334,11 +338,11 @@ def run_once(
         progress=progress,
         desc=f"{run.label}, seed {seed}",
         stop_after=stop_after,
-        checkpoints=run.checkpoint_steps,
-        on_checkpoint=at_checkpoint,
+        checkpoints=run.checkpoint_steps if checkpoints else (),
+        on_checkpoint=at_checkpoint if checkpoints else None,
     )
     trained = len(result.losses)
-    metrics = checkpoints[trained] if trained in checkpoints else evaluate_all()
+    metrics = evaluations[trained] if trained in evaluations else evaluate_all()
     complete = trained == run.steps
     extra = {} if run.analyse is None or not complete else run.analyse(model, run, device)
     return RunResult(
@@ -346,7 +350,7 @@ def run_once(
         seed=seed,
         losses=result.losses,
         metrics=metrics,
-        checkpoints=checkpoints,
+        checkpoints=evaluations,
         extra={str(key): float(value) for key, value in extra.items()},
         wall_seconds=result.wall_seconds,
     )
@@ -358,10 +362,14 @@ def held_out(run: Run, length: int, device: torch.device) -> Callable[[], Batch]
 
 
 def run_seeds(
-    run: Run, seeds: Sequence[int], device: torch.device | str = "cpu", progress: bool = True
+    run: Run,
+    seeds: Sequence[int],
+    device: torch.device | str = "cpu",
+    progress: bool = True,
+    checkpoints: bool = True,
 ) -> list[RunResult]:
     """:func:`run_once` for every seed."""
-    return [run_once(run, seed, device, progress) for seed in seeds]
+    return [run_once(run, seed, device, progress, checkpoints=checkpoints) for seed in seeds]
 
 
 @dataclass(frozen=True)

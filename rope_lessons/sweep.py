@@ -71,7 +71,15 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from rope_lessons.experiments import PREFIX_STEPS, Run, RunResult, run_once
+from rope_lessons._checks import check_choice
+from rope_lessons.experiments import (
+    CHECKPOINTS,
+    METRIC_NAMES,
+    PREFIX_STEPS,
+    Run,
+    RunResult,
+    run_once,
+)
 from rope_lessons.runtime import check_device, choose_threads
 from rope_lessons.training import Metrics
 
@@ -209,6 +217,42 @@ def same_config(first: Any, second: Any, rel: float = CONFIG_RELATIVE_TOLERANCE)
     ):
         return math.isclose(first, second, rel_tol=rel, abs_tol=0.0)
     return bool(first == second) and type(first) is type(second)
+
+
+@dataclass(frozen=True)
+class Convergence:
+    """Whether a held-out measure has stopped moving: over the last 1/:data:`CHECKPOINTS`
+    of the steps (the last 20%), its mean over seeds changes by no more than the
+    seeds' standard deviation at the end.
+
+    Attributes:
+        label, length, name: which run, evaluation length and metric.
+        steps: the two checkpoints compared, e.g. ``(240, 300)``.
+        change: mean over seeds at the last minus at the earlier checkpoint.
+        spread: sample standard deviation over seeds at the last checkpoint.
+        n: number of seeds.
+    """
+
+    label: str
+    length: int
+    name: str
+    steps: tuple[int, int]
+    change: float
+    spread: float
+    n: int
+
+    @property
+    def converged(self) -> bool:
+        """``|change| <= spread``."""
+        return abs(self.change) <= self.spread
+
+    def __str__(self) -> str:
+        verdict = "converged" if self.converged else "STILL MOVING"
+        return (
+            f"{self.label!r} {self.name} at length {self.length}, steps {self.steps[0]} -> "
+            f"{self.steps[1]}: change {self.change:+.3f}, seed spread {self.spread:.3f} "
+            f"(n={self.n}): {verdict}"
+        )
 
 
 @dataclass(frozen=True)
@@ -404,6 +448,30 @@ class StoredSweep:
             prefix_eval_gaps=prefix_eval_gaps,
             checkpoint=checkpoint,
             outside=tuple(outside),
+        )
+
+    def convergence(self, label: str, length: int, name: str = "loss") -> Convergence:
+        """Has one held-out measure of one run stopped moving (see :class:`Convergence`)?"""
+        run = self.sweep.run(label)
+        check_choice(name, "name", METRIC_NAMES)
+        if length not in run.eval_lens:
+            raise ValueError(f"{label!r} is evaluated at {list(run.eval_lens)}, not {length}")
+        earlier = math.ceil(run.steps * (CHECKPOINTS - 1) / CHECKPOINTS)
+        results = self.results(label)
+        before, after = (
+            [getattr(r.checkpoints[step][length], name) for r in results]
+            for step in (earlier, run.steps)
+        )
+        if None in before or None in after:
+            raise ValueError(f"{label!r} has no {name!r} (its task has no answer set)")
+        return Convergence(
+            label=label,
+            length=length,
+            name=name,
+            steps=(earlier, run.steps),
+            change=statistics.fmean(after) - statistics.fmean(before),
+            spread=statistics.stdev(after) if len(after) > 1 else 0.0,
+            n=len(after),
         )
 
     @property

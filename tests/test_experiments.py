@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 
@@ -75,15 +74,36 @@ def test_the_order_task_is_evaluated_on_the_validation_stream_of_each_length() -
     assert result.metrics[32] == by_hand
 
 
-def test_evaluating_during_training_changes_nothing_and_ends_at_the_final_metrics() -> None:
-    plain = order_run("rope", steps=6)
-    watched = dataclasses.replace(plain, eval_every=2)
-    a = run_once(plain, seed=1, progress=False)
-    b = run_once(watched, seed=1, progress=False)
-    assert a.losses == b.losses and a.metrics == b.metrics
-    assert a.curve == {}
-    assert sorted(b.curve) == [2, 4, 6]
-    assert b.curve[6] == b.metrics[16]  # the same validation batches at the training length
+def test_checkpoints_change_nothing_and_end_at_the_final_metrics() -> None:
+    run = order_run("rope", steps=30)
+    assert run.checkpoint_steps == (6, 12, 18, 24, 25, 30)
+    result = run_once(run, seed=1, progress=False)
+    assert sorted(result.checkpoints) == [6, 12, 18, 24, 25, 30]
+    assert result.checkpoints[30] == result.metrics  # the same batches at every length
+    torch.manual_seed(1)
+    model = TinyTransformer(run.model)
+    plain = train(model, batch_sampler(run.data, 32, 16, seed=1), steps=30, progress=False)
+    assert plain.losses == result.losses  # evaluating in between leaves training alone
+
+
+def test_a_run_stopped_early_is_the_prefix_of_the_full_run() -> None:
+    run = order_run("rope", steps=30)
+    full = run_once(run, seed=0, progress=False)
+    early = run_once(run, seed=0, progress=False, stop_after=12)
+    assert early.losses == full.losses[:12]  # same learning-rate schedule, not a shorter one
+    assert sorted(early.checkpoints) == [6, 12]
+    assert early.checkpoints[12] == full.checkpoints[12] == early.metrics
+    shorter = run_once(order_run("rope", steps=12), seed=0, progress=False)
+    assert shorter.losses != early.losses  # a 12-step schedule decays sooner
+
+
+def test_the_smoke_variable_caps_every_training_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ROPE_LESSONS_SMOKE_STEPS", "3")
+    result = run_once(order_run("rope", steps=30), seed=0, progress=False)
+    assert len(result.losses) == 3 and result.extra == {}
+    monkeypatch.setenv("ROPE_LESSONS_SMOKE_STEPS", "three")
+    with pytest.raises(ValueError, match="ROPE_LESSONS_SMOKE_STEPS must be a positive integer"):
+        run_once(order_run("rope", steps=30), seed=0, progress=False)
 
 
 def test_a_corpus_run_reports_validation_numbers_not_training_numbers() -> None:
@@ -98,7 +118,6 @@ def test_a_corpus_run_reports_validation_numbers_not_training_numbers() -> None:
         train_len=8,
         eval_lens=(8,),
         steps=40,
-        eval_every=20,
         eval_batches=1,
         dim=16,
         n_heads=2,
@@ -112,8 +131,8 @@ def test_a_corpus_run_reports_validation_numbers_not_training_numbers() -> None:
     on_training_text = evaluate(model, batch_sampler(corpus, 256, 8, seed=8), batches=1)
     assert on_training_text.accuracy > 0.9
     assert result.metrics[8].accuracy < 0.1
-    assert result.curve[40] == result.metrics[8]
-    assert result.curve[20].accuracy < 0.1
+    assert result.checkpoints[40] == result.metrics
+    assert result.checkpoints[16][8].accuracy < 0.1
 
 
 def test_make_run_builds_a_run_for_any_task() -> None:
@@ -238,6 +257,14 @@ def test_paired_comparison_pairs_by_seed() -> None:
 
 
 def test_results_survive_a_json_round_trip() -> None:
-    run = dataclasses.replace(order_run("rope", steps=2), eval_every=1)
+    run = order_run("rope", steps=2)
     original = run_once(run, seed=0, progress=False)
     assert RunResult.from_json(json.loads(json.dumps(original.to_json()))) == original
+
+
+def test_a_run_without_checkpoints_evaluates_once_at_the_end() -> None:
+    run = order_run("rope", steps=30)
+    quick = run_once(run, seed=0, progress=False, checkpoints=False)
+    full = run_once(run, seed=0, progress=False)
+    assert quick.checkpoints == {} and quick.losses == full.losses
+    assert quick.metrics == full.metrics
