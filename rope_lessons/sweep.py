@@ -111,6 +111,9 @@ T_QUANTILE_999 = (
     4.437, 4.318, 4.221, 4.140, 4.073, 4.015, 3.965, 3.922, 3.883, 3.850,
     3.819, 3.792, 3.768, 3.745, 3.725, 3.707, 3.690, 3.674, 3.659, 3.646,
 )  # fmt: skip
+# A change over the last fifth of training smaller than this is no movement, whatever the
+# seeds' spread (a loss near 0 shrinks by 1e-4 while its seeds agree to 1e-5).
+CONVERGENCE_FLOOR = 0.005
 CONFIG_RELATIVE_TOLERANCE = 1e-9
 _NAME = re.compile(r"[a-z][a-z0-9_]*")
 
@@ -223,7 +226,7 @@ def same_config(first: Any, second: Any, rel: float = CONFIG_RELATIVE_TOLERANCE)
 class Convergence:
     """Whether a held-out measure has stopped moving: over the last 1/:data:`CHECKPOINTS`
     of the steps (the last 20%), its mean over seeds changes by no more than the
-    seeds' standard deviation at the end.
+    seeds' standard deviation at the end (or than :data:`CONVERGENCE_FLOOR`, if larger).
 
     Attributes:
         label, length, name: which run, evaluation length and metric.
@@ -243,8 +246,8 @@ class Convergence:
 
     @property
     def converged(self) -> bool:
-        """``|change| <= spread``."""
-        return abs(self.change) <= self.spread
+        """``|change| <= max(spread, CONVERGENCE_FLOOR)``."""
+        return abs(self.change) <= max(self.spread, CONVERGENCE_FLOOR)
 
     def __str__(self) -> str:
         verdict = "converged" if self.converged else "STILL MOVING"

@@ -342,6 +342,8 @@ def test_convergence_compares_the_last_fifth_with_the_seed_spread() -> None:
     assert not moving.converged and "STILL MOVING" in str(moving)
     settled = fabricated(sweep, {16: [1.6, 1.7], 20: [1.5, 1.7]}).convergence("lag 1", 6)
     assert settled.change == pytest.approx(-0.05) and settled.converged
+    tiny_change = fabricated(sweep, {16: [1e-3, 1e-3], 20: [2e-4, 2e-4]}).convergence("lag 1", 6)
+    assert tiny_change.spread == 0.0 and tiny_change.converged  # below CONVERGENCE_FLOOR
     with pytest.raises(ValueError, match="not 12"):
         still.convergence("lag 1", 12)
     with pytest.raises(ValueError, match="has no 'answer_accuracy'"):
