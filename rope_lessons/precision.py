@@ -8,8 +8,9 @@ measures that against a float64 reference, for the formats of
 
 * a format with ``p`` significand bits (counting the implicit one) holds every
   integer up to ``2**p`` and no longer all of them beyond: bfloat16 (``p=8``)
-  stores 257 as 256, float16 (``p=11``) stores 2049 as 2048 and overflows to
-  infinity above 65504, float32 (``p=24``) is exact up to 16,777,216;
+  stores 257 as 256, float16 (``p=11``) stores 2049 as 2048, holds nothing
+  above 65504 and rounds every number from 65520 up to infinity, float32
+  (``p=24``) is exact up to 16,777,216;
 * between ``2**e`` and ``2**(e+1)`` consecutive values are ``2**(e-p+1)``
   apart (:func:`spacing_at`), e.g. 64 for bfloat16 in ``[8192, 16384)``.
 
@@ -24,7 +25,7 @@ import math
 
 import torch
 
-from rope_lessons._checks import check_base, check_even_dim, check_layout
+from rope_lessons._checks import check_base, check_even_dim, check_layout, check_positions
 from rope_lessons.rope import Layout, rotate, rotation_angles
 
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -102,7 +103,7 @@ def angle_error(
 
     Returns:
         float64 tensor ``(..., d/2)`` in radians; ``inf`` where the format
-        overflows (float16 beyond 65504).
+        overflows (float16 from 65520 on).
     """
     dim = check_even_dim(dim)
     base = check_base(base)
@@ -150,6 +151,7 @@ def score_error(
         raise TypeError(f"offset must be an int, got {type(offset).__name__}")
     if not isinstance(positions, torch.Tensor) or positions.ndim != 1:
         raise ValueError("positions must be a 1-D integer tensor of shape (P,)")
+    positions = check_positions(positions)  # int64 before the offset: int8 120 + 10 must be 130
     check_layout(layout)
     dim = check_even_dim(q.shape[-1], "the last dimension of q")
     q64 = q.to(torch.float64).unsqueeze(-2)  # (..., 1, d)

@@ -251,19 +251,24 @@ def _cached_cos_sin(
     """cos and sin tables ``(T, d/2)`` for positions ``0 .. T-1``, built once.
 
     Never handed to callers: :func:`cos_sin` returns copies, so no caller can
-    write into the cache.
+    write into the cache. The tables are built outside inference mode and
+    without autograd, whatever mode the first caller is in: a table made under
+    ``torch.inference_mode()`` would be an inference tensor, and a later call
+    with gradients could not save it for backward.
     """
-    theta = torch.tensor(theta_key, dtype=_angle_dtype(device), device=device)
-    positions = torch.arange(seq_len, device=device, dtype=theta.dtype)
-    return _cos_sin_from_angles(positions.unsqueeze(-1) * theta, dtype)
+    with torch.inference_mode(False), torch.no_grad():
+        theta = torch.tensor(theta_key, dtype=_angle_dtype(device), device=device)
+        positions = torch.arange(seq_len, device=device, dtype=theta.dtype)
+        return _cos_sin_from_angles(positions.unsqueeze(-1) * theta, dtype)
 
 
 @lru_cache(maxsize=64)
 def _cached_phase(
     seq_len: int, theta_key: tuple[float, ...], device: torch.device, dtype: torch.dtype
 ) -> torch.Tensor:
-    r"""The complex table :math:`e^{i m\theta_k}`, ``(T, d/2)``, built once."""
-    return torch.complex(*_cached_cos_sin(seq_len, theta_key, device, dtype))
+    r"""The complex table :math:`e^{i m\theta_k}`, ``(T, d/2)``, built once, as above."""
+    with torch.inference_mode(False), torch.no_grad():
+        return torch.complex(*_cached_cos_sin(seq_len, theta_key, device, dtype))
 
 
 def cos_sin(

@@ -153,6 +153,22 @@ def test_score_error_uses_the_given_layout() -> None:
     assert not torch.equal(interleaved, half)
 
 
+def test_score_error_widens_narrow_integer_positions_before_the_offset() -> None:
+    """int8 positions 120 + 10 must be the key at 130, not a wrapped -126."""
+    q, k = random_features(2, 16)
+    narrow = score_error(q, k, torch.tensor([120], dtype=torch.int8), 10, torch.bfloat16)
+    wide = score_error(q, k, torch.tensor([120]), 10, torch.bfloat16)
+    wrapped = score_error(q, k, torch.tensor([120]), -246, torch.bfloat16)
+    assert torch.equal(narrow, wide)
+    assert not torch.equal(narrow, wrapped)
+
+
+def test_float16_overflows_from_65520_not_above_65504() -> None:
+    """65505 .. 65519 round down to the largest float16, 65504; 65520 rounds up to infinity."""
+    stored = round_to_dtype(torch.tensor([65_504, 65_519, 65_520]), torch.float16)
+    assert stored.tolist() == [65_504.0, 65_504.0, math.inf]
+
+
 EIGHT, ONE_POSITION, HALF = torch.ones(8), torch.tensor([1]), torch.float16
 
 

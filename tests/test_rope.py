@@ -148,6 +148,31 @@ def test_default_positions_are_arange_and_cached_tables_agree(layout: str) -> No
         torch.testing.assert_close(out, expected, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+@pytest.mark.parametrize("first", ["inference", "grad"])
+def test_cached_tables_serve_inference_mode_and_autograd_in_either_order(
+    layout: str, first: str
+) -> None:
+    """A table first built under inference_mode must not break a later backward, and back."""
+    rope_module._cached_cos_sin.cache_clear()
+    rope_module._cached_phase.cache_clear()
+    x = random_features(1, 2, 5, 8).float()
+
+    def with_grad() -> None:
+        leaf = x.clone().requires_grad_(True)
+        apply_rope(leaf, layout=layout).square().sum().backward()  # type: ignore[arg-type]
+        assert leaf.grad is not None and leaf.grad.isfinite().all()
+
+    def in_inference() -> None:
+        with torch.inference_mode():
+            out = apply_rope(x, layout=layout)  # type: ignore[arg-type]
+        torch.testing.assert_close(out.norm(dim=-1), x.norm(dim=-1))
+
+    order = (in_inference, with_grad) if first == "inference" else (with_grad, in_inference)
+    for step in order + order:
+        step()
+
+
 def test_positions_broadcast_over_batch_and_heads() -> None:
     x = random_features(2, 3, 5, 8)
     per_row = torch.tensor([[0, 1, 2, 3, 4], [10, 11, 12, 13, 14]])[:, None, :]  # (2, 1, 5)
