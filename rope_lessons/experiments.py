@@ -300,7 +300,7 @@ def run_once(
         stop_after: train only the first this many of the run's steps (same
             learning-rate schedule): a live re-run that a notebook can afford,
             comparable with the stored run's curve and checkpoints up to there.
-            The ``analyse`` hook runs only on a complete run.
+            The ``analyse`` hook runs on whatever was trained.
         checkpoints: evaluate at the checkpoints (False: only after the last
             step; a result to read, not one to check against stored runs,
             which compares the evaluation after the prefix and later ones).
@@ -343,8 +343,7 @@ def run_once(
     )
     trained = len(result.losses)
     metrics = evaluations[trained] if trained in evaluations else evaluate_all()
-    complete = trained == run.steps
-    extra = {} if run.analyse is None or not complete else run.analyse(model, run, device)
+    extra = {} if run.analyse is None else run.analyse(model, run, device)
     return RunResult(
         label=run.label,
         seed=seed,

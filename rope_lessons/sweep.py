@@ -296,9 +296,15 @@ class Reproduction:
         return loss_gap <= PREFIX_TOLERANCE and accuracy_gap <= PREFIX_ACCURACY_TOLERANCE
 
     @property
+    def compared(self) -> bool:
+        """Whether anything was compared: a stored seed's prefix, or a later checkpoint."""
+        return self.prefix_gap is not None or self.checkpoint is not None
+
+    @property
     def reproduces(self) -> bool:
-        """The verdict: the prefix matches and no later number is outside its interval."""
-        return self.prefix_matches and not self.outside
+        """The verdict: something was compared, the prefix matches and no later number
+        is outside its interval."""
+        return self.compared and self.prefix_matches and not self.outside
 
     def __str__(self) -> str:
         lines = [f"{self.label!r}, seed {self.seed}, {self.steps} steps:"]
@@ -321,6 +327,8 @@ class Reproduction:
                 f"  step {self.checkpoint}: every held-out number within the stored seeds' "
                 "99.9% prediction interval"
             )
+        if not self.compared:
+            lines.append("  nothing to compare: not reproduced")
         lines.append(f"  reproduces: {self.reproduces}")
         return "\n".join(lines)
 

@@ -260,6 +260,7 @@ def test_the_check_reads_a_tiny_sweep(tmp_path: Path, one_thread: None) -> None:
     assert "reproduces: True" in str(same)
     new_seed = stored.check(run_once(sweep.runs[0], 5, progress=False))
     assert new_seed.prefix_gap is None and "seed not stored" in str(new_seed)
+    assert not new_seed.compared and not new_seed.reproduces  # a 4-step run has no later checkpoint
     longer = run_once(tiny_sweep(steps=9).runs[0], 0, progress=False)
     with pytest.raises(ValueError, match="took 10 steps; the run defines 4"):
         stored.check(longer)
