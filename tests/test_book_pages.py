@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 import re
 from pathlib import Path
@@ -86,3 +87,118 @@ def test_notation_agrees_with_the_conventions() -> None:
     placements = "`nope`, `q`, `k`, `v`, `o`, `qk`, `vo`, `qkv`, `qkvo`"
     assert placements in intro
     assert placements in notation
+
+
+def _math_spans(markdown: str) -> list[str]:
+    """The `$...$` and `$$...$$` formulas of a page, without code (fences not opening with `{`)."""
+    markdown = re.sub(r"^```(?!\{).*?^```", "", markdown, flags=re.DOTALL | re.MULTILINE)
+    markdown = re.sub(r"`[^`\n]*`", "", markdown)
+    displays = re.findall(r"\$\$(.*?)\$\$", markdown, re.DOTALL)
+    inline = re.findall(r"\$([^$]+)\$", re.sub(r"\$\$.*?\$\$", "", markdown, flags=re.DOTALL))
+    return [" ".join(span.split()) for span in displays + inline]
+
+
+# The pages issue 15 went through; chapters 4-8 and the other notebooks are not checked yet.
+CHECKED_PAGES = ["intro", "notation", "01_no_order", "02_absolute_encodings", "03_deriving_rope"]
+CHECKED_NOTEBOOKS = ["01_no_order", "02_absolute_encodings"]
+
+
+def _pages() -> dict[str, str]:
+    pages = {f"{name}.md": (BOOK / f"{name}.md").read_text() for name in CHECKED_PAGES}
+    for path in (ROOT / "notebooks" / f"{name}.ipynb" for name in CHECKED_NOTEBOOKS):
+        cells = json.loads(path.read_text())["cells"]
+        pages[path.name] = "\n\n".join(
+            "".join(cell["source"]) for cell in cells if cell["cell_type"] == "markdown"
+        )
+    return pages
+
+
+def _letter(name: str) -> str:
+    """A single-letter symbol: not part of a longer name or of a command like `\\beta`."""
+    return rf"(?<![\\A-Za-z]){name}(?![A-Za-z])"
+
+
+def _k_roles(span: str) -> set[str]:
+    """How the bare letter k is used in a formula: 'pair' (index) or 'key'."""
+    roles = set()
+    for found in re.finditer(_letter("k"), span):
+        before, after = span[: found.start()], span[found.end() :]
+        if re.search(r"W_\{?$", before):
+            roles.add("key")  # W_k, the key projection
+        elif re.search(r"(_|_\{[^}]*|\^\{\()$", before) or re.search(r"\d$", before):
+            roles.add("pair")  # theta_k, z_k, x_{2k}, psi^{(k)}, 2k
+        elif re.match(r"(, k)?\s*\+\s*d/2|\s*=\s*0\b", after):
+            roles.add("pair")  # (k, k + d/2), k = 0, ...
+        else:
+            roles.add("key")  # k_n, k', or a plain key in chapter 3's derivation
+    return roles
+
+
+def symbol_clashes(page: str, markdown: str) -> list[str]:
+    """Formulas of one page that use k, b, d, R or phi with a meaning other than notation.md's.
+
+    Scope: the pages in CHECKED_PAGES and CHECKED_NOTEBOOKS, and the clashes
+    issue 15 fixed there, each as a pattern, in `$...$` math only
+    (prose such as "pair $k$" is a formula `k` on its own and counts for nothing):
+
+    - k as an offset between positions: added to a position (`p + k`), as the
+      subscript of a rotation or shift matrix (`R_k`, `M_k`), or times a
+      frequency (`k\\omega_j`); the offset is r;
+    - k as a key and as the pair index in one formula;
+    - outside chapter 3's derivation, a rotated key without its position
+      (`R_n k` rather than `R_n k_n`);
+    - b other than the base: b must be raised to a power (`b^{-2k/d}`), be set
+      to a base (`b = 10000`), follow `2\\pi`, or carry 2D RoPE's subscript
+      (`b_j`); so `2^b`, `b/(...)`, `+ b`, `b_0` fail;
+    - d other than the dimension: as a summand in an equation (`a + d = b + c`)
+      or an argument (`f(d)`);
+    - R other than a rotation: R always carries a subscript (`R\\cos` fails);
+    - phi other than the angles of the general solution: `\\phi` never,
+      `\\varphi` only as `\\varphi_j` or in `B(\\varphi)`.
+
+    Other letters, and meanings these patterns do not describe, are not checked.
+    """
+    found = []
+    chapter_3 = page.startswith("03_deriving_rope")
+    for span in _math_spans(markdown):
+        problems = []
+        if re.search(
+            r"[pmn]\s*[+-]\s*k(?![A-Za-z_])|[MR]_\{?-?k(?![A-Za-z])|(?<![\\A-Za-z])k\s*(\\,)?\s*\\(omega|theta)",
+            span,
+        ):
+            problems.append("k as an offset (use r)")
+        if _k_roles(span) == {"pair", "key"}:
+            problems.append("k as a key and as the pair index")
+        if not chapter_3 and re.search(r"R_(\w|\{[^}]*\})\s*k(?![_'A-Za-z])", span):
+            problems.append("a rotated key without its position")
+        for b in re.finditer(_letter("b"), span):
+            before, after = span[: b.start()], span[b.end() :]
+            is_base = (
+                (after.startswith("^") and not re.search(r"\^\{?[^}]*$", before))
+                or re.match(r"\s*=\s*\d{2}", after)
+                or re.search(r"\\pi\s*$", before)
+                or re.match(r"_(j|\{j)", after)
+                or re.search(r"(_|\\log_)$", before)  # B_b, log_b: functions of the base
+                or re.match(r"\\,\s*s\b", after)  # b s, a base scaled by s
+                or span == "b"
+            )
+            if not is_base:
+                problems.append(f"b other than the base: {span!r}")
+                break
+        if re.search(r"[a-z]\s*\+\s*d\s*=|[a-z]\(d\)", span):
+            problems.append("d other than the dimension")
+        if (
+            re.search(r"(?<![\\A-Za-z{])R(?![A-Za-z_]|\^\{(\\text\{\w+\}|[^}]*)\}_)", span)
+            and span != "R"
+        ):
+            problems.append("R without a subscript")
+        if re.search(r"\\phi(?![A-Za-z])|\\varphi(?![_)A-Za-z])|(?<!B\()\\varphi\)", span):
+            problems.append("phi other than the angles phi_j")
+        found += [f"{page}: ${span}$: {problem}" for problem in problems]
+    return found
+
+
+def test_one_meaning_per_symbol() -> None:
+    """notation.md's promise, checked on the pages of issue 15: see `symbol_clashes`."""
+    clashes = [clash for page, text in _pages().items() for clash in symbol_clashes(page, text)]
+    assert not clashes, "\n".join(clashes)
