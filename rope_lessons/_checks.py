@@ -58,6 +58,33 @@ def check_base(base: object) -> float:
     return value
 
 
+DEFAULT_BASE = 10000.0
+DEFAULT_P = 1.0
+
+
+def check_not_overridden(
+    base: object, p: object, theta: object, names: tuple[str, str, str] = ("base", "p", "theta")
+) -> None:
+    """Refuse a non-default ``base`` or ``p`` given together with ``theta``.
+
+    ``theta`` replaces the ladder that ``base`` and ``p`` would build, so a
+    base or fraction given beside it would be kept and ignored. The defaults
+    (``base=10000``, ``p=1``) are what every call passes when it means
+    nothing, so they are accepted with ``theta``. ``names`` are the three
+    settings as the caller calls them (e.g. ``rope_base``).
+    """
+    if theta is None:
+        return
+    base_name, p_name, theta_name = names
+    for name, value, default in ((base_name, base, DEFAULT_BASE), (p_name, p, DEFAULT_P)):
+        if value != default:
+            raise ValueError(
+                f"{name}={value!r} and {theta_name} were both given, but {theta_name} "
+                f"overrides {name}; give the frequencies in {theta_name} alone, or "
+                f"{name} without {theta_name}"
+            )
+
+
 def check_fraction(p: object, name: str = "p") -> float:
     """Return ``p`` as a float if it lies in [0, 1]."""
     if isinstance(p, bool) or not isinstance(p, (int, float)):

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import lzma
+import os
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
+from pathlib import Path
 
 import torch
 
@@ -35,13 +37,29 @@ def load_text() -> str:
     return raw.decode("utf-8")
 
 
+# A window of the shortest length (min_len = 1 character) needs the character after it as its
+# target: each split must hold at least this many characters for batch_sampler to draw one.
+MIN_SPLIT_CHARS = 2
+
+
 @dataclass
 class CharCorpus:
     """Characters mapped to ids, split into a training and a validation part.
 
     Attributes:
-        text: the text to model; defaults to the shipped corpus.
+        text: the text to model itself (not a file name: see
+            :meth:`from_file`); defaults to the shipped corpus.
         val_fraction: the last part of the text held out for validation.
+
+    Raises:
+        ValueError: if the text is too short: the training part (the first
+            ``int(len(text) * (1 - val_fraction))`` characters) and the
+            validation part (the rest) must each hold at least
+            :data:`MIN_SPLIT_CHARS` = 2 characters, one window of the shortest
+            length (1) and the character after it, its target; fewer, and
+            :func:`~rope_lessons.synthetic.batch_sampler` could not draw a
+            single batch of that split. Longer windows need longer splits
+            (:meth:`sample` refuses a window that does not fit).
     """
 
     text: str = field(default_factory=load_text, repr=False)
@@ -50,13 +68,31 @@ class CharCorpus:
     # A corpus follows the Task protocol of rope_lessons.synthetic: batch_sampler works.
     min_len = 1
 
+    @classmethod
+    def from_file(
+        cls, path: str | os.PathLike[str], val_fraction: float = 0.1, encoding: str = "utf-8"
+    ) -> CharCorpus:
+        """The corpus of a text file's content (``CharCorpus(text)`` takes the text itself)."""
+        return cls(Path(path).read_text(encoding=encoding), val_fraction)
+
     def __post_init__(self) -> None:
+        if not isinstance(self.text, str):
+            raise TypeError(f"text must be a str, got {type(self.text).__name__}")
         if not 0.0 < self.val_fraction < 1.0:
             raise ValueError(f"val_fraction must lie in (0, 1), got {self.val_fraction}")
+        length = len(self.text)
+        cut = int(length * (1.0 - self.val_fraction))
+        if min(cut, length - cut) < MIN_SPLIT_CHARS:
+            raise ValueError(
+                f"text of {length} characters is too short: with val_fraction="
+                f"{self.val_fraction} it splits into {cut} training and {length - cut} "
+                f"validation characters, and each split needs at least {MIN_SPLIT_CHARS} "
+                "(a window of one character and the character after it, its target); "
+                "to read a file, use CharCorpus.from_file(path)"
+            )
         self.alphabet = sorted(set(self.text))
         self._index = {ch: i for i, ch in enumerate(self.alphabet)}
         ids = self.encode(self.text)
-        cut = int(len(ids) * (1.0 - self.val_fraction))
         self.splits = {"train": ids[:cut], "val": ids[cut:]}
 
     @property

@@ -372,7 +372,8 @@ def distance_profile(
     max_distance = check_positive_int(max_distance, "max_distance")
     if max_distance >= seq_len:
         raise ValueError(f"max_distance must be < seq = {seq_len}, got {max_distance}")
-    theta = None if cfg.rope_theta is None else torch.tensor(cfg.rope_theta, dtype=torch.float64)
+    rotary = cfg.rotary_arguments()
+    theta = rotary.theta
     model.eval()
     layers_qkv = model.layer_qkv(tokens)
     _, weights = model.attention_maps(tokens)
@@ -389,7 +390,7 @@ def distance_profile(
     for qkv, layer_weights in zip(layers_qkv, weights, strict=True):
         scale = math.sqrt(qkv.q.shape[-1])
         q_rot, k_rot, _ = rotate_inputs(
-            *qkv, base=cfg.rope_base, layout=cfg.rope_layout, p=cfg.rope_p, theta=theta
+            *qkv, base=rotary.base, layout=rotary.layout, p=rotary.p, theta=theta
         )
         logit.append(by_distance(q_rot @ k_rot.transpose(-2, -1) / scale))
         content.append(by_distance(qkv.q @ qkv.k.transpose(-2, -1) / scale))
@@ -405,9 +406,9 @@ def distance_profile(
         mean_query=torch.stack(mean_query),
         mean_key=torch.stack(mean_key),
         uniform_weight=uniform,
-        base=cfg.rope_base,
-        layout=cfg.rope_layout,
-        p=cfg.rope_p,
+        base=rotary.base,
+        layout=rotary.layout,
+        p=rotary.p,
         theta=theta,
     )
 

@@ -32,6 +32,7 @@ from typing import Any
 import torch
 
 from rope_lessons._checks import check_choice, check_positive_int
+from rope_lessons.corpus import CharCorpus
 from rope_lessons.model import ModelConfig, PositionKind, TinyTransformer
 from rope_lessons.runtime import check_device, seed_everything
 from rope_lessons.synthetic import (
@@ -153,6 +154,10 @@ class Run:
         spaced points, the last of them the end of training."""
         even = {math.ceil(self.steps * i / CHECKPOINTS) for i in range(1, CHECKPOINTS + 1)}
         return tuple(sorted(even | {min(PREFIX_STEPS, self.steps)}))
+
+    def metric(self, length: int, name: str | None = None) -> Metric:
+        """:func:`metric` for this run's data: by default loss for a corpus, accuracy for a task."""
+        return metric(length, name, data=self.data)
 
     @property
     def cost(self) -> int:
@@ -398,19 +403,63 @@ def summarise(values: Sequence[float]) -> Summary:
     return Summary(statistics.fmean(values), std, min(values), max(values), len(values))
 
 
-def metric(length: int, name: str = "accuracy") -> Callable[[RunResult], float]:
-    """A function reading one held-out metric of a result, e.g. ``metric(64)``."""
-    check_choice(name, "name", METRIC_NAMES)
+# Which way each held-out metric improves: loss and "neither" (answers missed
+# altogether) fall, accuracies rise.
+LOWER_IS_BETTER = {"loss": True, "accuracy": False, "answer_accuracy": False, "neither": True}
 
-    def value(result: RunResult) -> float:
-        if length not in result.metrics:
-            raise ValueError(f"{result.label!r} seed {result.seed} was not evaluated at {length}")
-        number = getattr(result.metrics[length], name)
+
+def default_metric(data: object) -> str:
+    """The metric a comparison reads when none is named: ``"loss"`` for a corpus (a
+    language model's next-character accuracy says little), ``"accuracy"`` for a task."""
+    return "loss" if isinstance(data, CharCorpus) else "accuracy"
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One held-out metric at one length, read from a result: ``metric(64, "loss")(result)``.
+
+    Attributes:
+        length: the evaluation length.
+        name: a field of :class:`~rope_lessons.training.Metrics`.
+    """
+
+    length: int
+    name: str
+
+    def __post_init__(self) -> None:
+        check_choice(self.name, "name", METRIC_NAMES)
+
+    @property
+    def lower_is_better(self) -> bool:
+        """True for loss and ``neither``, False for the accuracies."""
+        return LOWER_IS_BETTER[self.name]
+
+    def __call__(self, result: RunResult) -> float:
+        if self.length not in result.metrics:
+            raise ValueError(
+                f"{result.label!r} seed {result.seed} was not evaluated at {self.length}"
+            )
+        number = getattr(result.metrics[self.length], self.name)
         if number is None:
-            raise ValueError(f"{result.label!r} has no {name!r} (its task has no answer set)")
+            raise ValueError(f"{result.label!r} has no {self.name!r} (its task has no answer set)")
         return float(number)
 
-    return value
+    def __str__(self) -> str:
+        return f"{self.name} at length {self.length}"
+
+
+def metric(length: int, name: str | None = None, *, data: object = None) -> Metric:
+    """A function reading one held-out metric of a result, e.g. ``metric(64, "loss")``.
+
+    Args:
+        length: the evaluation length.
+        name: a field of :class:`~rope_lessons.training.Metrics`; by default
+            :func:`default_metric` of ``data``: loss for a corpus, accuracy for
+            a task (and accuracy when ``data`` is not given either, so name
+            the metric or pass the data; :meth:`Run.metric` passes its own).
+        data: the run's data, which picks the default metric.
+    """
+    return Metric(length, default_metric(data) if name is None else name)
 
 
 def metric_by_length(results: Sequence[RunResult], name: str = "accuracy") -> dict[int, Summary]:
@@ -437,7 +486,10 @@ class PairedComparison:
         differences: ``value(second) - value(first)`` for each seed.
         summary: :func:`summarise` of the differences (``summary.sem`` is the
             paired standard error).
-        wins: seeds where ``second`` is larger.
+        wins: seeds where ``second`` is larger (better for an accuracy,
+            worse for a loss: see :attr:`better`).
+        metric: what was compared, e.g. ``"loss at length 64"``.
+        lower_is_better: which direction is better; None if not known.
     """
 
     first: str
@@ -446,12 +498,26 @@ class PairedComparison:
     differences: tuple[float, ...]
     summary: Summary
     wins: int
+    metric: str = "value"
+    lower_is_better: bool | None = None
+
+    @property
+    def better(self) -> int | None:
+        """Seeds where ``second`` is better than ``first``; None if the direction is unknown."""
+        if self.lower_is_better is None:
+            return None
+        return sum((d < 0) if self.lower_is_better else (d > 0) for d in self.differences)
 
     def __str__(self) -> str:
         s = self.summary
+        if self.lower_is_better is None:
+            direction, count = "", f"larger for {self.wins} of {s.n} seeds"
+        else:
+            direction = " (lower is better)" if self.lower_is_better else " (higher is better)"
+            count = f"{self.second} better for {self.better} of {s.n} seeds"
         return (
-            f"{self.second} - {self.first}: {s.mean:+.3f} ± {s.sem:.3f} (standard error, "
-            f"n={s.n} paired seeds); larger for {self.wins} of {s.n} seeds"
+            f"{self.second} - {self.first}, {self.metric}{direction}: {s.mean:+.3f} ± "
+            f"{s.sem:.3f} (standard error, n={s.n} paired seeds); {count}"
         )
 
 
@@ -459,15 +525,28 @@ def compare_paired(
     first: Sequence[RunResult],
     second: Sequence[RunResult],
     value: Callable[[RunResult], float],
+    *,
+    name: str | None = None,
+    lower_is_better: bool | None = None,
 ) -> PairedComparison:
-    """Compare two variants over the same seeds (e.g. ``value=metric(64)``).
+    """Compare two variants over the same seeds (e.g. ``value=metric(64, "loss")``).
 
     Pairing by seed removes what the seeds share (initialisation, data order),
     so the standard error of the differences is the honest spread.
 
+    Args:
+        first, second: the results of the two variants, one per seed.
+        value: the number compared; a :class:`Metric` (from :func:`metric`)
+            names itself and knows which direction is better.
+        name, lower_is_better: say what ``value`` is and which way is better
+            when it is another function (they override a :class:`Metric`'s).
+
     Raises:
         ValueError: if the two lists do not hold the same seeds, once each.
     """
+    if isinstance(value, Metric):
+        name = str(value) if name is None else name
+        lower_is_better = value.lower_is_better if lower_is_better is None else lower_is_better
     by_seed = [{r.seed: r for r in results} for results in (first, second)]
     for results, indexed in zip((first, second), by_seed, strict=True):
         if len(indexed) != len(results) or not results:
@@ -486,6 +565,8 @@ def compare_paired(
         differences=differences,
         summary=summarise(differences),
         wins=sum(d > 0 for d in differences),
+        metric="value" if name is None else name,
+        lower_is_better=lower_is_better,
     )
 
 

@@ -285,6 +285,7 @@ def extended(
         model: a trained :class:`~rope_lessons.model.TinyTransformer` with
             ``position="rope"`` (left unchanged).
         theta: the new per-pair frequencies ``(d/2,)``; None keeps the model's.
+            They replace the model's whole ladder (its ``rope_p`` becomes 1).
         attention_factor: multiplies every layer's queries and keys (so the
             logits by its square), as Hugging Face applies YaRN's factor.
         log_scale_from: if given (the trained length ``L``), the query at
@@ -307,7 +308,10 @@ def extended(
             )
     config = model.config
     if theta is not None:
-        config = dataclasses.replace(config, rope_theta=tuple(float(t) for t in theta.tolist()))
+        # the new frequencies replace the whole ladder, p-RoPE's cut included
+        config = dataclasses.replace(
+            config, rope_theta=tuple(float(t) for t in theta.tolist()), rope_p=1.0
+        )
     copy = TinyTransformer(config).to(next(model.parameters()).device)
     copy.load_state_dict(model.state_dict())
     copy.eval()

@@ -19,10 +19,13 @@ import torch
 from torch import nn
 
 from rope_lessons._checks import (
+    DEFAULT_BASE,
+    DEFAULT_P,
     check_base,
     check_choice,
     check_fraction,
     check_layout,
+    check_not_overridden,
     check_positions,
     check_positive_int,
     check_theta,
@@ -42,6 +45,15 @@ class QKV(NamedTuple):
     q: torch.Tensor
     k: torch.Tensor
     v: torch.Tensor
+
+
+class RotaryArguments(NamedTuple):
+    """The rotary settings of a config as the rotation functions take them."""
+
+    base: float
+    layout: Layout
+    p: float
+    theta: torch.Tensor | None
 
 
 @dataclass(frozen=True)
@@ -65,6 +77,10 @@ class ModelConfig:
         rope_theta: per-pair frequencies ``(D/2,)`` for every layer, in the
             order of :func:`rope_lessons.rope.frequencies`; overrides
             ``rope_base`` and ``rope_p`` (a zero leaves its pair unrotated).
+            A ``rope_p`` other than 1 beside it is refused, not ignored. A
+            ``rope_base`` beside it is kept as a record of the ladder the
+            frequencies were drawn from (stored sweeps describe runs so) and
+            is not used: :meth:`rotary_arguments` passes the default.
         nope_layers: indices of layers that use no position encoding at all
             (e.g. every fourth layer, as in Llama 4).
 
@@ -106,6 +122,9 @@ class ModelConfig:
                     f"rope_theta must be a tuple of floats, got {type(self.rope_theta).__name__}"
                 )
             check_theta(torch.tensor(self.rope_theta, dtype=torch.float64), self.head_dim)
+            check_not_overridden(
+                DEFAULT_BASE, self.rope_p, self.rope_theta, ("rope_base", "rope_p", "rope_theta")
+            )
         if not isinstance(self.nope_layers, tuple) or not all(
             isinstance(i, int) and not isinstance(i, bool) and 0 <= i < self.n_layers
             for i in self.nope_layers
@@ -127,6 +146,15 @@ class ModelConfig:
     def head_dim(self) -> int:
         """``D = dim / n_heads``."""
         return self.dim // self.n_heads
+
+    def rotary_arguments(self) -> RotaryArguments:
+        """``base``, ``layout``, ``p`` and ``theta`` for :func:`~rope_lessons.rope.apply_rope`
+        and :func:`~rope_lessons.attention.attention`: with ``rope_theta``, the
+        frequencies as a float64 tensor and the default base and p it overrides."""
+        if self.rope_theta is None:
+            return RotaryArguments(self.rope_base, self.rope_layout, self.rope_p, None)
+        theta = torch.tensor(self.rope_theta, dtype=torch.float64)
+        return RotaryArguments(DEFAULT_BASE, self.rope_layout, DEFAULT_P, theta)
 
     def placement(self, layer: int) -> Placement:
         """Where RoPE rotates in layer ``layer``: ``rope``, or ``"nope"`` if it has no positions."""
@@ -161,8 +189,8 @@ class SelfAttention(nn.Module):
         self.placement = config.placement(layer)
         self.qkv = nn.Linear(config.dim, 3 * config.dim, bias=False)
         self.proj = nn.Linear(config.dim, config.dim, bias=False)
-        theta = config.rope_theta
-        self.theta = None if theta is None else torch.tensor(theta, dtype=torch.float64)
+        self.rotary = config.rotary_arguments()
+        self.theta = self.rotary.theta
 
     def project(self, x: torch.Tensor) -> QKV:
         """``x`` ``(B, T, C)`` -> unrotated queries, keys and values, each ``(B, H, T, D)``."""
@@ -187,9 +215,9 @@ class SelfAttention(nn.Module):
             rope=self.placement,
             causal=cfg.causal,
             positions=positions,
-            base=cfg.rope_base,
-            layout=cfg.rope_layout,
-            p=cfg.rope_p,
+            base=self.rotary.base,
+            layout=self.rotary.layout,
+            p=self.rotary.p,
             theta=self.theta,
             return_weights=return_weights,
         )

@@ -45,6 +45,7 @@ from rope_lessons._checks import (
     check_features,
     check_fraction,
     check_layout,
+    check_not_overridden,
     check_positions,
     check_theta,
 )
@@ -119,15 +120,22 @@ def resolve_theta(
 
     Args:
         dim: the feature dimension ``d`` (even).
-        base, p: as in :func:`frequencies`; ignored when ``theta`` is given.
+        base, p: as in :func:`frequencies`; with ``theta`` they must keep
+            their defaults (10000 and 1): ``theta`` overrides them, so another
+            value would be ignored, and is refused instead.
         theta: custom per-pair frequencies ``(d/2,)``, finite and >= 0, in the
             order of :func:`frequencies` (pair 0 fastest); a zero leaves that
             pair unrotated.
 
     Returns:
         float64 tensor ``(d/2,)`` on the CPU.
+
+    Raises:
+        ValueError: if ``theta`` is given with a base other than 10000 or a
+            ``p`` other than 1.
     """
     dim = check_even_dim(dim)
+    check_not_overridden(base, p, theta)
     if theta is None:
         return frequencies(dim, base, p=p)
     return check_theta(theta, dim).detach().to("cpu", torch.float64)
@@ -329,7 +337,8 @@ def apply_rope(
         p: fraction of the highest frequencies that rotate (p-RoPE); the other
             pairs pass through unchanged. ``p=1`` is plain RoPE.
         theta: custom per-pair frequencies ``(d/2,)`` (see :func:`resolve_theta`);
-            overrides ``base`` and ``p``.
+            overrides ``base`` and ``p``, which must then keep their defaults
+            (another value is refused, not ignored).
 
     Returns:
         Tensor of the shape and dtype of ``x``. The angles are formed in

@@ -10,6 +10,13 @@ Command line (from the repository root)::
 
     python -m rope_lessons.sweep --list
     python -m rope_lessons.sweep ch03_order [--seeds 0 1 2] [--device cpu] [--restart]
+    python -m rope_lessons.sweep ch03_order --dry-run [--throughput TOKENS_PER_S]
+    python -m rope_lessons.sweep ch03_order --labels
+
+``--results-dir DIR`` writes and reads the results in ``DIR`` instead of the
+package's folder. ``--dry-run`` prints the runs, the seeds, the (run, seed)
+pairs not stored yet and an estimated time (:func:`dry_run`), training only a
+few steps to time this machine; ``--labels`` lists the variants.
 
 trains every (run, seed) not yet stored, with a progress bar, and writes each
 finished run at once to ``rope_lessons/results/<name>.json``, so an
@@ -61,6 +68,7 @@ import shlex
 import statistics
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -74,6 +82,7 @@ from tqdm import tqdm
 from rope_lessons._checks import check_choice
 from rope_lessons.experiments import (
     CHECKPOINTS,
+    EVAL_BATCH_SIZE,
     METRIC_NAMES,
     PREFIX_STEPS,
     Run,
@@ -679,16 +688,10 @@ def run_sweep(
         The path of the results file.
     """
     device = check_device(device)
-    chosen = tuple(sweep.seeds if seeds is None else seeds)
-    unknown = sorted(set(chosen) - set(sweep.seeds))
-    if unknown:
-        raise ValueError(f"seeds {unknown} are not seeds of sweep {sweep.name!r}: {sweep.seeds}")
+    chosen = _chosen_seeds(sweep, seeds)
     command = command or f"python -m rope_lessons.sweep {sweep.name}"
     path = results_path(sweep.name, results_dir)
-    try:
-        found = None if restart else _read(sweep, path.parent)
-    except ValueError as error:
-        raise ValueError(f"{error} (or pass restart=True / --restart to start over)") from None
+    found = _read_for_writing(sweep, path.parent, restart)
     content: dict[str, Any] = (
         found[0]
         if found
@@ -703,8 +706,7 @@ def run_sweep(
             "reference": None,
         }
     )
-    done = {(e["result"]["label"], e["result"]["seed"]) for e in content["results"]}
-    pending = [(run, s) for s in chosen for run in sweep.runs if (run.label, s) not in done]
+    pending = _pending(sweep, chosen, content["results"])
     # The bar counts tokens (Run.cost), so that its estimate of the time left weighs
     # long runs as long.
     bar = tqdm(
@@ -727,6 +729,117 @@ def run_sweep(
         content["reference"] = _cpu_reference(sweep, command)
         _write(path, content)
     return path
+
+
+def _read_for_writing(
+    sweep: Sweep, results_dir: Path, restart: bool
+) -> tuple[dict[str, Any], str] | None:
+    """The stored results that a run of the sweep adds to, or None to start afresh."""
+    try:
+        return None if restart else _read(sweep, results_dir)
+    except ValueError as error:
+        raise ValueError(f"{error} (or pass restart=True / --restart to start over)") from None
+
+
+def _chosen_seeds(sweep: Sweep, seeds: Sequence[int] | None) -> tuple[int, ...]:
+    chosen = tuple(sweep.seeds if seeds is None else seeds)
+    unknown = sorted(set(chosen) - set(sweep.seeds))
+    if unknown:
+        raise ValueError(f"seeds {unknown} are not seeds of sweep {sweep.name!r}: {sweep.seeds}")
+    return chosen
+
+
+def _pending(
+    sweep: Sweep, seeds: Sequence[int], stored: Sequence[dict[str, Any]]
+) -> list[tuple[Run, int]]:
+    done = {(e["result"]["label"], e["result"]["seed"]) for e in stored}
+    return [(run, s) for s in seeds for run in sweep.runs if (run.label, s) not in done]
+
+
+def pending_runs(
+    sweep: Sweep,
+    *,
+    seeds: Sequence[int] | None = None,
+    results_dir: Path | None = None,
+    restart: bool = False,
+) -> list[tuple[Run, int]]:
+    """The (run, seed) pairs that :func:`run_sweep` with these arguments would train, in order."""
+    chosen = _chosen_seeds(sweep, seeds)
+    found = _read_for_writing(sweep, results_path(sweep.name, results_dir).parent, restart)
+    return _pending(sweep, chosen, found[0]["results"] if found else [])
+
+
+# Steps trained to measure a machine's throughput for --dry-run.
+TIMING_STEPS = 5
+
+
+def measure_throughput(
+    sweep: Sweep, device: torch.device | str = "cpu", steps: int = TIMING_STEPS
+) -> float:
+    """Cost units (:attr:`Run.cost`, tokens) per second of the sweep's cheapest run on
+    ``device``, from its first ``steps`` steps and one evaluation: a rough measure that
+    includes building the model and the first calls' warm-up, so it errs slow."""
+    run, seed = sweep.reference()
+    steps = min(steps, run.steps)
+    started = time.perf_counter()
+    run_once(run, seed, device, progress=False, stop_after=steps, checkpoints=False)
+    seconds = time.perf_counter() - started
+    evaluated = sum(run.eval_lens) * EVAL_BATCH_SIZE * run.eval_batches
+    return (3 * steps * run.batch_size * run.train_len + evaluated) / seconds
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def dry_run(
+    sweep: Sweep,
+    *,
+    seeds: Sequence[int] | None = None,
+    device: torch.device | str = "cpu",
+    results_dir: Path | None = None,
+    restart: bool = False,
+    throughput: float | None = None,
+) -> str:
+    """What :func:`run_sweep` would train, and an estimate of how long it would take.
+
+    The runs with their cost, the seeds, the pending (run, seed) count and an
+    estimated time: their total :attr:`Run.cost` divided by ``throughput``
+    (cost units per second), measured with :func:`measure_throughput` on
+    ``device`` when not given. Nothing is written.
+    """
+    device = check_device(device)
+    chosen = _chosen_seeds(sweep, seeds)
+    pending = pending_runs(sweep, seeds=chosen, results_dir=results_dir, restart=restart)
+    lines = [f"{sweep.name} (v{sweep.version}): {sweep.description}", "runs (cost in tokens):"]
+    lines += [f"    {run.label}: {run.cost:,}" for run in sweep.runs]
+    lines.append(f"seeds: {' '.join(map(str, chosen))}")
+    total = sum(run.cost for run, _ in pending)
+    lines.append(
+        f"pending: {len(pending)} of {len(sweep.runs) * len(chosen)} (run, seed) pairs, "
+        f"{total:,} tokens"
+    )
+    if pending:
+        if throughput is None:
+            throughput = measure_throughput(sweep, device)
+            source = (
+                f"measured on {device} with {torch.get_num_threads()} thread(s): "
+                f"{TIMING_STEPS} steps of {sweep.reference()[0].label!r}"
+            )
+        else:
+            throughput = float(throughput)
+            source = "stated"
+        if not (math.isfinite(throughput) and throughput > 0):
+            raise ValueError(f"throughput must be a finite number > 0, got {throughput}")
+        lines.append(
+            f"estimated time: about {_duration(total / throughput)} "
+            f"(an estimate, from {throughput:,.0f} tokens/s, {source})"
+        )
+    return "\n".join(lines)
 
 
 def _stored_reference(sweep: Sweep, content: dict[str, Any]) -> dict[str, Any] | None:
@@ -765,25 +878,66 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--restart", action="store_true", help="discard stored results of another version"
     )
+    parser.add_argument(
+        "--results-dir",
+        type=Path,
+        metavar="DIR",
+        help="write and read results in DIR instead of the installed package's folder",
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the runs, seeds, pending (run, seed) count and an estimated time; no training",
+    )
+    parser.add_argument(
+        "--throughput",
+        type=float,
+        metavar="TOKENS_PER_S",
+        help="with --dry-run: estimate from this throughput instead of measuring one",
+    )
+    parser.add_argument("--labels", action="store_true", help="list the variant labels of NAME")
     args = parser.parse_args(argv)
+    results_dir: Path | None = args.results_dir
     if args.list:
         for name in available():
             sweep = get_sweep(name)
             try:
-                state = load_sweep(sweep).describe()
+                state = load_sweep(sweep, results_dir).describe()
             except ValueError as error:
                 state = f"not usable: {error}"
             print(f"{name} (v{sweep.version}): {sweep.description}\n    {state}")
         return
     if args.name is None:
         parser.error("name a sweep, or pass --list")
+    if args.throughput is not None and not args.dry_run:
+        parser.error("--throughput only applies with --dry-run")
     try:
         sweep = get_sweep(args.name)
+        if args.labels:
+            print("\n".join(sweep.labels))
+            return
         torch.set_num_threads(choose_threads())
+        if args.dry_run:
+            print(
+                dry_run(
+                    sweep,
+                    seeds=args.seeds,
+                    device=args.device,
+                    results_dir=results_dir,
+                    restart=args.restart,
+                    throughput=args.throughput,
+                )
+            )
+            return
         given = sys.argv[1:] if argv is None else list(argv)
         command = " ".join(["python -m rope_lessons.sweep", *map(shlex.quote, given)])
         path = run_sweep(
-            sweep, seeds=args.seeds, device=args.device, restart=args.restart, command=command
+            sweep,
+            seeds=args.seeds,
+            device=args.device,
+            results_dir=results_dir,
+            restart=args.restart,
+            command=command,
         )
     except ValueError as error:
         parser.exit(2, f"error: {error}\n")

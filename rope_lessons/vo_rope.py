@@ -230,7 +230,8 @@ def reading_stats(model: TinyTransformer, run: Run, device: torch.device) -> dic
         "mean_distance": float((stacked * back.to(stacked)).sum(-1).mean()),
     }
     cfg = model.config
-    theta = None if cfg.rope_theta is None else torch.tensor(cfg.rope_theta, dtype=torch.float64)
+    rotary = cfg.rotary_arguments()
+    theta = rotary.theta
     fast = _pair_dims(cfg.rope_layout, cfg.head_dim, 0)
     slow = _pair_dims(cfg.rope_layout, cfg.head_dim, cfg.head_dim // 2 - 1)
     cosines: dict[str, list[float]] = {}
@@ -244,9 +245,9 @@ def reading_stats(model: TinyTransformer, run: Run, device: torch.device) -> dic
                 k,
                 v,
                 rope=rope,
-                base=cfg.rope_base,
-                layout=cfg.rope_layout,
-                p=cfg.rope_p,
+                base=rotary.base,
+                layout=rotary.layout,
+                p=rotary.p,
                 theta=theta,
             )
             for rope in (placement, WITHOUT_VALUE_TURN[placement])
@@ -256,9 +257,9 @@ def reading_stats(model: TinyTransformer, run: Run, device: torch.device) -> dic
             v,
             v,
             torch.tensor(READ_DISTANCES),
-            base=cfg.rope_base,
-            layout=cfg.rope_layout,
-            p=cfg.rope_p,
+            base=rotary.base,
+            layout=rotary.layout,
+            p=rotary.p,
             theta=theta,
         )  # (B, H, T, R)
         norms = v.double().square().sum(-1, keepdim=True).clamp(min=1e-12)

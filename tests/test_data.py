@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 
 import pytest
 import torch
@@ -86,3 +87,34 @@ def test_small_custom_corpus_has_its_own_alphabet() -> None:
     corpus = CharCorpus("abcabcabcabc", val_fraction=0.25)
     assert corpus.alphabet == ["a", "b", "c"]
     assert len(corpus.splits["train"]) == 9
+
+
+def test_corpus_from_file_reads_the_text(tmp_path: Path) -> None:
+    path = tmp_path / "mytext.txt"
+    path.write_text("the whale, the whale! " * 5, encoding="utf-8")
+    corpus = CharCorpus.from_file(path, val_fraction=0.2)
+    assert corpus.text == path.read_text(encoding="utf-8") and corpus.val_fraction == 0.2
+    assert CharCorpus.from_file(str(path)).text == corpus.text
+    assert "w" in corpus.alphabet and "." not in corpus.alphabet
+
+
+@pytest.mark.parametrize("text", ["", "x", "mytext.txt"])
+def test_too_short_text_is_refused_with_its_length(text: str) -> None:
+    # a file name passed as the text used to be trained on; an empty text was accepted
+    with pytest.raises(ValueError, match=rf"text of {len(text)} characters is too short"):
+        CharCorpus(text)
+
+
+def test_shortest_accepted_corpus_samples_both_splits() -> None:
+    # 11 characters at val_fraction 0.1 split 9 + 2: one window of length 1 and its target
+    corpus = CharCorpus("abcdefghijk")
+    assert [len(corpus.splits[s]) for s in ("train", "val")] == [9, 2]
+    for split in ("train", "val"):
+        tokens, targets = batch_sampler(corpus, 4, 1, seed=0, split=split)()
+        assert tokens.shape == targets.shape == (4, 1)
+    with pytest.raises(ValueError, match="splits into 1 training and 1 validation"):
+        CharCorpus("ab", val_fraction=0.5)
+    with pytest.raises(ValueError, match="splits into 3 training and 1 validation"):
+        CharCorpus("abcd", val_fraction=0.25)
+    with pytest.raises(TypeError, match="text must be a str"):
+        CharCorpus(Path("mytext.txt"))  # type: ignore[arg-type]

@@ -246,7 +246,8 @@ def test_paired_comparison_pairs_by_seed() -> None:
     assert paired.differences == pytest.approx((0.1, 0.0, 0.2))
     assert paired.summary.mean == pytest.approx(0.1)
     assert paired.wins == 2
-    assert "b - a: +0.100" in str(paired)
+    assert str(paired).startswith("b - a, accuracy at length 16 (higher is better): +0.100")
+    assert str(paired).endswith("b better for 2 of 3 seeds")
     with pytest.raises(ValueError, match="different seeds"):
         compare_paired(first, second[:2], metric(16))
     with pytest.raises(ValueError, match="was not evaluated at 32"):
@@ -268,3 +269,47 @@ def test_a_run_without_checkpoints_evaluates_once_at_the_end() -> None:
     full = run_once(run, seed=0, progress=False)
     assert quick.checkpoints == {} and quick.losses == full.losses
     assert quick.metrics == full.metrics
+
+
+def losses(label: str, values: dict[int, float]) -> list[RunResult]:
+    return [
+        RunResult(label, seed, [1.0], {16: Metrics(loss=loss, accuracy=0.5)})
+        for seed, loss in values.items()
+    ]
+
+
+def test_paired_comparison_names_the_metric_and_the_better_direction() -> None:
+    first = losses("rope", {0: 2.0, 1: 2.0, 2: 2.0})
+    second = losses("nope", {0: 2.5, 1: 2.5, 2: 1.5})
+    paired = compare_paired(first, second, metric(16, "loss"))
+    # the loss rose for two seeds: "larger for 2 of 3" used to read as a win
+    assert paired.wins == 2 and paired.better == 1 and paired.lower_is_better
+    assert str(paired) == (
+        "nope - rope, loss at length 16 (lower is better): +0.167 ± 0.333 "
+        "(standard error, n=3 paired seeds); nope better for 1 of 3 seeds"
+    )
+
+
+def test_paired_comparison_of_an_unnamed_value_says_what_it_does_not_know() -> None:
+    first = losses("a", {0: 2.0, 1: 2.0})
+    second = losses("b", {0: 2.5, 1: 1.0})
+    paired = compare_paired(first, second, lambda r: r.metrics[16].loss)
+    assert paired.better is None and "b - a, value: " in str(paired)
+    assert str(paired).endswith("larger for 1 of 2 seeds")
+    named = compare_paired(
+        first, second, lambda r: r.metrics[16].loss, name="my loss", lower_is_better=True
+    )
+    assert str(named).startswith("b - a, my loss (lower is better)")
+    assert named.better == 1
+
+
+def test_metric_defaults_to_loss_for_a_corpus_and_accuracy_for_a_task() -> None:
+    corpus = CharCorpus("ab" * 50)
+    assert metric(16, data=corpus) == metric(16, "loss")
+    assert metric(16, data=WhichFirst()) == metric(16, "accuracy") == metric(16)
+    run = make_run("lm", corpus, train_len=8, eval_lens=(8,), steps=1)
+    assert run.metric(8).name == "loss" and run.metric(8, "accuracy").name == "accuracy"
+    assert order_run("rope", steps=1).metric(16).name == "accuracy"
+    assert metric(16, "neither").lower_is_better and not metric(16).lower_is_better
+    with pytest.raises(ValueError, match="name must be one of"):
+        metric(16, "perplexity")

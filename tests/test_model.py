@@ -79,3 +79,25 @@ def test_loss_goes_down_on_a_synthetic_task_in_a_few_steps() -> None:
     assert len(result.losses) == 60 and result.wall_seconds > 0
     assert after.loss < 0.5 * before.loss
     assert after.accuracy > 0.9
+
+
+def test_rope_p_that_rope_theta_overrides_is_refused() -> None:
+    theta = (1.0, 0.1, 0.0, 0.0)
+    with pytest.raises(ValueError, match=r"rope_p=0\.5 and rope_theta.*overrides"):
+        ModelConfig(vocab_size=5, dim=16, n_heads=2, rope_p=0.5, rope_theta=theta)
+    ModelConfig(vocab_size=5, dim=16, n_heads=2, rope_p=1.0, rope_theta=theta)
+
+
+def test_rope_theta_model_runs_whatever_base_it_records() -> None:
+    # rope_base beside rope_theta is a record (stored sweeps hold such runs), never used:
+    # the model must not hand apply_rope a base that theta overrides
+    theta = (1.0, 0.1, 0.0, 0.0)
+    seed_everything(0)
+    plain = TinyTransformer(ModelConfig(vocab_size=5, dim=16, n_heads=2, rope_theta=theta))
+    recorded = TinyTransformer(
+        ModelConfig(vocab_size=5, dim=16, n_heads=2, rope_theta=theta, rope_base=100.0)
+    )
+    recorded.load_state_dict(plain.state_dict())
+    tokens = torch.randint(0, 5, (2, 6))
+    torch.testing.assert_close(recorded(tokens), plain(tokens), rtol=0, atol=0)
+    assert recorded.config.rotary_arguments().base == 10_000.0

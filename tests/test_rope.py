@@ -366,3 +366,34 @@ def test_half_layout_matrix_is_the_permuted_interleaved_matrix() -> None:
 def test_bad_input_names_the_argument(call, error: type[Exception], word: str) -> None:
     with pytest.raises(error, match=word):
         call()
+
+
+THETA = frequencies(8, p=0.5)
+
+
+@pytest.mark.parametrize(
+    ("call", "word"),
+    [
+        (lambda: apply_rope(torch.zeros(3, 8), base=500.0, theta=THETA), "base=500.0"),
+        (lambda: apply_rope(torch.zeros(3, 8), p=0.5, theta=THETA), "p=0.5"),
+        (lambda: apply_rope(torch.zeros(3, 8), torch.arange(3), base=500, theta=THETA), "base"),
+        (lambda: apply_rope(torch.zeros(3, 8), layout="half", p=0.25, theta=THETA), "p=0.25"),
+        (lambda: apply_rope_complex(torch.zeros(3, 8), base=500.0, theta=THETA), "base"),
+        (lambda: apply_rope_loop(torch.zeros(3, 8), p=0.5, theta=THETA), "p=0.5"),
+        (lambda: rotation_angles(torch.arange(3), 8, 500.0, theta=THETA), "base"),
+        (lambda: rotation_matrix(2, 8, 500.0, theta=THETA), "base"),
+        (lambda: cos_sin((3,), 8, base=500.0, theta=THETA), "base"),
+    ],
+)
+def test_a_base_or_p_that_theta_overrides_is_refused(call, word: str) -> None:
+    # theta replaces the ladder: a base or p beside it used to be accepted and ignored
+    with pytest.raises(ValueError, match=rf"{word}.*theta.*overrides"):
+        call()
+
+
+def test_default_base_and_p_are_accepted_with_theta() -> None:
+    x = torch.randn(3, 8)
+    expected = apply_rope(x, theta=THETA)
+    explicit = apply_rope(x, base=10_000, p=1, theta=THETA)
+    torch.testing.assert_close(explicit, expected, rtol=0, atol=0)
+    torch.testing.assert_close(apply_rope(x, p=0.5), expected, rtol=0, atol=0)

@@ -349,3 +349,46 @@ def test_convergence_compares_the_last_fifth_with_the_seed_spread() -> None:
         still.convergence("lag 1", 12)
     with pytest.raises(ValueError, match="has no 'answer_accuracy'"):
         still.convergence("lag 1", 6, "answer_accuracy")
+
+
+def test_labels_lists_the_variants(capsys: pytest.CaptureFixture[str]) -> None:
+    main(["--labels", "ch05_prope"])
+    assert capsys.readouterr().out.splitlines() == get_sweep("ch05_prope").labels
+
+
+def test_dry_run_counts_what_is_pending_and_trains_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sweep = tiny_sweep()
+    monkeypatch.setattr(sweep_module, "get_sweep", lambda name: sweep)
+    main(["tiny", "--dry-run", "--throughput", "1000", "--results-dir", str(tmp_path)])
+    out = capsys.readouterr().out
+    total = 2 * sum(run.cost for run in sweep.runs)
+    assert f"pending: 4 of 4 (run, seed) pairs, {total:,} tokens" in out
+    assert "seeds: 0 1" in out and f"lag 2: {sweep.runs[1].cost:,}" in out
+    assert "estimated time: about" in out and "an estimate" in out and "stated" in out
+    assert list(tmp_path.iterdir()) == []  # nothing trained, nothing written
+    run_sweep(sweep, seeds=[0], results_dir=tmp_path, progress=False)
+    main(["tiny", "--dry-run", "--results-dir", str(tmp_path)])  # measures this machine
+    out = capsys.readouterr().out
+    assert "pending: 2 of 4 (run, seed) pairs" in out
+    assert "measured on cpu" in out and "5 steps of 'lag 1'" in out
+    assert len(load_sweep(sweep, tmp_path).stored) == 2  # the dry run trained nothing
+    with pytest.raises(SystemExit):
+        main(["tiny", "--throughput", "1000"])  # a throughput only estimates a dry run
+
+
+def test_results_dir_is_where_the_command_line_writes_and_reads(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    one_thread: None,
+) -> None:
+    sweep = tiny_sweep()
+    monkeypatch.setattr(sweep_module, "get_sweep", lambda name: sweep)
+    main(["tiny", "--seeds", "1", "--results-dir", str(tmp_path)])
+    assert f"wrote {tmp_path / 'tiny.json'}" in capsys.readouterr().out
+    assert not (RESULTS_DIR / "tiny.json").exists()
+    assert sorted(r.seed for r in load_sweep(sweep, tmp_path).stored) == [1, 1]
+    main(["tiny", "--dry-run", "--seeds", "1", "--results-dir", str(tmp_path)])
+    assert "pending: 0 of 2 (run, seed) pairs" in capsys.readouterr().out
