@@ -32,8 +32,10 @@ Shapes used in the docstrings:
 
 from __future__ import annotations
 
+import functools
 import math
 from functools import lru_cache
+from typing import Any
 
 import torch
 
@@ -184,15 +186,128 @@ def rotation_angles(
     return positions.to(dtype).unsqueeze(-1) * freqs  # (..., d/2)
 
 
+def _result_dtype(*tensors: torch.Tensor) -> torch.dtype:
+    """The dtype PyTorch's arithmetic gives floating tensors: 0-d ones yield to the others."""
+    dimensioned = [t.dtype for t in tensors if t.ndim > 0] or [t.dtype for t in tensors]
+    return functools.reduce(torch.promote_types, dimensioned)
+
+
+def _broadcast_shape(*shapes: torch.Size) -> tuple[int, ...]:
+    """``torch.broadcast_shapes``, without its overhead (microseconds count on short inputs)."""
+    result = [1] * max(len(shape) for shape in shapes)
+    for shape in shapes:
+        for i, size in enumerate(shape, len(result) - len(shape)):
+            if size != 1:
+                if result[i] not in (1, size):
+                    torch.broadcast_shapes(*shapes)  # raises, naming the shapes
+                result[i] = size
+    return tuple(result)
+
+
+def _turn_into(
+    x1: torch.Tensor,
+    x2: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    out1: torch.Tensor,
+    out2: torch.Tensor,
+) -> None:
+    r"""The rotation formula, written once: :math:`(x_1\cos - x_2\sin,\; x_1\sin + x_2\cos)`.
+
+    Writes into ``out1`` and ``out2`` (preallocated, not aliasing the inputs):
+    a product with ``out=`` and an in-place ``addcmul_`` per output, so no
+    temporary is made. Each product is rounded, then the sum, as in
+    ``x1 * cos - x2 * sin``.
+    """
+    torch.mul(x1, cos, out=out1).addcmul_(x2, sin, value=-1)
+    torch.mul(x1, sin, out=out2).addcmul_(x2, cos)
+
+
+def _turned_pairs(
+    x1: torch.Tensor, x2: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+) -> torch.Tensor:
+    """:func:`_turn_into` into a fresh buffer ``(..., 2, n)``: first members, then second ones.
+
+    ``(..., n)`` is the broadcast shape of the four inputs (``(2,)`` for 0-d
+    inputs). Flattening the last two dimensions gives the half layout.
+    """
+    shape = _broadcast_shape(x1.shape, x2.shape, cos.shape, sin.shape)
+    pairs = torch.empty(
+        (*shape[:-1], 2, *shape[-1:]), dtype=_result_dtype(x1, x2, cos, sin), device=x1.device
+    )
+    axis = max(len(shape) - 1, 0)
+    _turn_into(x1, x2, cos, sin, pairs.select(axis, 0), pairs.select(axis, 1))
+    return pairs
+
+
+class _Turn(torch.autograd.Function):
+    r""":func:`_turned_pairs` with a backward pass, itself made of turns.
+
+    The forward writes into its own buffer with ``out=`` ops, which autograd
+    cannot trace, so the gradients are given here: the rotation is linear in
+    ``(x1, x2)`` with transpose :math:`R^\top`, a turn by ``(cos, -sin)``, and
+    linear in ``(cos, sin)`` with gradients :math:`(g_1x_1 + g_2x_2,\;
+    g_2x_1 - g_1x_2)`, a turn of ``(g1, g2)`` by ``(x1, -x2)``.
+    """
+
+    @staticmethod
+    def forward(
+        ctx: Any, x1: torch.Tensor, x2: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+    ) -> torch.Tensor:
+        angle_grad = ctx.needs_input_grad[2] or ctx.needs_input_grad[3]
+        ctx.shapes = (x1.shape, x2.shape, cos.shape, sin.shape)
+        ctx.dtypes = (x1.dtype, x2.dtype, cos.dtype, sin.dtype)
+        ctx.save_for_backward(*((x1, x2) if angle_grad else (None, None)), cos, sin)
+        return _turned_pairs(x1, x2, cos, sin)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        x1, x2, cos, sin = ctx.saved_tensors
+        g1, g2 = grad.unbind(max(grad.ndim - 2, 0))
+        grads: list[torch.Tensor | None] = [None] * 4
+        if ctx.needs_input_grad[0] or ctx.needs_input_grad[1]:
+            grads[0], grads[1] = turn(g1, g2, cos, -sin)
+        if ctx.needs_input_grad[2] or ctx.needs_input_grad[3]:
+            grads[2], grads[3] = turn(g1, g2, x1, -x2)
+        return tuple(
+            None if g is None or not needed else g.sum_to_size(shape).to(dtype)
+            for g, needed, shape, dtype in zip(
+                grads, ctx.needs_input_grad, ctx.shapes, ctx.dtypes, strict=True
+            )
+        )
+
+
+def _turn_stacked(
+    x1: torch.Tensor, x2: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+) -> torch.Tensor:
+    """The fast core: :func:`_turned_pairs`, through :class:`_Turn` when a gradient is wanted."""
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (x1, x2, cos, sin)):
+        result: torch.Tensor = _Turn.apply(x1, x2, cos, sin)  # type: ignore[no-untyped-call]
+        return result
+    return _turned_pairs(x1, x2, cos, sin)
+
+
 def turn(
     x1: torch.Tensor, x2: torch.Tensor, cos: torch.Tensor | float, sin: torch.Tensor | float
 ) -> tuple[torch.Tensor, torch.Tensor]:
     r"""The rotation kernel: :math:`(x_1, x_2) \mapsto (x_1\cos - x_2\sin,\; x_1\sin + x_2\cos)`.
 
-    Every real form of RoPE (elementwise, loop, matrix) turns its pairs here.
-    Works on tensors of any broadcastable shapes; the angle may be a Python float.
+    Every real form of RoPE (elementwise, loop, matrix, and :func:`apply_rope`
+    in the half layout) turns its pairs here. Works on tensors of any
+    broadcastable shapes, with autograd; the angle may be a Python float. The
+    two results are views of one buffer ``(..., 2, n)``, written without
+    temporaries (see :func:`_turn_into`).
     """
-    return x1 * cos - x2 * sin, x1 * sin + x2 * cos
+    dtype = _result_dtype(x1, x2)
+    cos_t = (
+        cos if isinstance(cos, torch.Tensor) else torch.tensor(cos, dtype=dtype, device=x1.device)
+    )
+    sin_t = (
+        sin if isinstance(sin, torch.Tensor) else torch.tensor(sin, dtype=dtype, device=x1.device)
+    )
+    pairs = _turn_stacked(x1, x2, cos_t, sin_t)
+    first, second = pairs.unbind(max(pairs.ndim - 2, 0))
+    return first, second
 
 
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: Layout) -> torch.Tensor:
@@ -218,10 +333,9 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: Layout
             f"got cos {tuple(cos.shape)} and sin {tuple(sin.shape)}"
         )
     if layout == "interleaved":
-        out1, out2 = turn(x[..., 0::2], x[..., 1::2], cos, sin)  # (..., T, d/2) each
-        return torch.stack((out1, out2), dim=-1).flatten(-2)  # (..., T, d)
-    out1, out2 = turn(x[..., :half], x[..., half:], cos, sin)
-    return torch.cat((out1, out2), dim=-1)
+        pairs = _turn_stacked(x[..., 0::2], x[..., 1::2], cos, sin)  # (..., T, 2, d/2)
+        return pairs.transpose(-1, -2).flatten(-2)  # (..., T, d): x1', x2', x1', ...
+    return _turn_stacked(x[..., :half], x[..., half:], cos, sin).flatten(-2)  # (..., T, d)
 
 
 def rotate_complex(x: torch.Tensor, phase: torch.Tensor) -> torch.Tensor:
@@ -369,7 +483,9 @@ def apply_rope(
         )
     if layout == "interleaved":
         return rotate_complex(x_compute, torch.complex(cos, sin)).to(x.dtype)
-    return rotate(x_compute, cos, sin, layout).to(x.dtype)
+    half = dim // 2  # one buffer written in place by the kernel: no cat, no temporaries
+    pairs = _turn_stacked(x_compute[..., :half], x_compute[..., half:], cos, sin)  # (.., T, 2, d/2)
+    return pairs.flatten(-2).to(x.dtype)
 
 
 def score_at_distance(

@@ -22,6 +22,7 @@ from rope_lessons.rope import (
     rotating_pairs,
     rotation_angles,
     rotation_matrix,
+    turn,
 )
 
 dims = st.integers(1, 32).map(lambda half: 2 * half)
@@ -332,6 +333,133 @@ def test_half_layout_matrix_is_the_permuted_interleaved_matrix() -> None:
     half_matrix = rotation_matrix(m, dim)[perm][:, perm]
     x = random_features(dim)
     torch.testing.assert_close(half_matrix @ x, at(x, m, layout="half"), rtol=1e-12, atol=1e-12)
+
+
+# --- the half layout's fast kernel -----------------------------------------------
+
+
+def half_matrices(positions: torch.Tensor, dim: int) -> torch.Tensor:
+    """P R_m P^T for every position, ``positions.shape + (d, d)``, float64."""
+    perm = layout_permutation(dim)
+    flat = [rotation_matrix(int(m), dim)[perm][:, perm] for m in positions.flatten()]
+    return torch.stack(flat).reshape(*positions.shape, dim, dim)
+
+
+def plain_half_rope(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
+    """The half layout written out with out-of-place ops and cat: autograd traces it."""
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2 :]
+    cos, sin = angles.cos(), angles.sin()
+    return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("explicit", [False, True])
+def test_half_fast_path_equals_matrix_and_permuted_interleaved_forms(
+    dtype: torch.dtype, explicit: bool
+) -> None:
+    """(B, H, T, D) input, default positions or per-batch positions broadcast over heads."""
+    dim = 16
+    x = random_features(2, 3, 7, dim, dtype=dtype)
+    if explicit:
+        positions = torch.tensor([[0, 5, 9, 100, 1000, 4, 2], [3, 3, 70000, 1, 0, 12, 8]])[:, None]
+    else:
+        positions = torch.arange(7)
+    out = apply_rope(x, positions if explicit else None, layout="half")
+    assert out.dtype == dtype and out.shape == x.shape and out.is_contiguous()
+    matrices = half_matrices(positions, dim)  # (2, 1, 7, d, d) or (7, d, d)
+    expected = (matrices @ x.double().unsqueeze(-1)).squeeze(-1)
+    tolerance = 1e-12 if dtype == torch.float64 else 4e-6
+    torch.testing.assert_close(out.double(), expected, rtol=tolerance, atol=tolerance)
+    perm = layout_permutation(dim)
+    back = torch.argsort(perm)
+    interleaved = apply_rope(x[..., back], positions if explicit else None)[..., perm]
+    torch.testing.assert_close(out, interleaved, rtol=tolerance, atol=tolerance)
+
+
+def test_half_fast_path_rounds_bfloat16_once() -> None:
+    """bfloat16 in, bfloat16 out: the float32 rotation of the same input, rounded once."""
+    x = random_features(2, 4, 33, 64).to(torch.bfloat16)
+    for positions in (None, torch.arange(33) * 1000):
+        out = apply_rope(x, positions, layout="half")
+        assert out.dtype == torch.bfloat16
+        in_float32 = apply_rope(x.float(), positions, layout="half")
+        torch.testing.assert_close(out, in_float32.to(torch.bfloat16), rtol=0, atol=0)
+
+
+def test_half_fast_path_makes_no_cat(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The two halves are written into one buffer: no torch.cat on the way."""
+    x = random_features(1, 2, 5, 8)
+    expected = plain_half_rope(x, rotation_angles(torch.arange(5), 8))
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("torch.cat called")
+
+    monkeypatch.setattr(torch, "cat", refuse)
+    for positions in (None, torch.arange(5)):
+        out = apply_rope(x, positions, layout="half")
+        torch.testing.assert_close(out, expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("explicit", [False, True])
+def test_half_fast_path_gradients(explicit: bool) -> None:
+    """gradcheck (and gradgradcheck) in float64, and the gradient of the written-out form."""
+    x = random_features(2, 2, 5, 8).requires_grad_(True)
+    positions = torch.tensor([[3, 1, 4, 1, 5], [9, 2, 6, 5, 3]])[:, None] if explicit else None
+
+    def rope(features: torch.Tensor) -> torch.Tensor:
+        return apply_rope(features, positions, base=100.0, layout="half")
+
+    assert torch.autograd.gradcheck(rope, (x,))
+    assert torch.autograd.gradgradcheck(rope, (x,))
+    weights = random_features(2, 2, 5, 8, seed=1)
+    (rope(x) * weights).sum().backward()
+    assert x.grad is not None
+    reference = x.detach().clone().requires_grad_(True)
+    angles = rotation_angles(torch.arange(5) if positions is None else positions, 8, 100.0)
+    (plain_half_rope(reference, angles) * weights).sum().backward()
+    torch.testing.assert_close(x.grad, reference.grad, rtol=1e-12, atol=1e-12)
+
+
+def test_half_fast_path_float32_backward_and_inference() -> None:
+    """Training in float32: the gradient is the rotation by -m; no_grad skips autograd."""
+    x = random_features(3, 6, 16, dtype=torch.float32).requires_grad_(True)
+    weights = random_features(3, 6, 16, seed=2, dtype=torch.float32)
+    (apply_rope(x, layout="half") * weights).sum().backward()
+    assert x.grad is not None
+    undo = apply_rope(weights.double(), -torch.arange(6), layout="half")  # R_m^T w
+    torch.testing.assert_close(x.grad.double(), undo, rtol=1e-5, atol=1e-5)
+    with torch.no_grad():
+        assert apply_rope(x, layout="half").grad_fn is None
+
+
+def test_turn_gradients_in_every_argument() -> None:
+    """turn's backward (a turn itself) for x1, x2, cos and sin, broadcast and 0-d."""
+    x1, x2 = random_features(2, 3, 4, seed=3).unbind(0)
+    angles = random_features(4, seed=4)
+    cos, sin = angles.cos().requires_grad_(True), angles.sin().requires_grad_(True)
+    x1.requires_grad_(True)
+    x2.requires_grad_(True)
+
+    def stacked(*args: torch.Tensor) -> torch.Tensor:
+        return torch.stack(turn(*args))  # type: ignore[arg-type]
+
+    assert torch.autograd.gradcheck(stacked, (x1, x2, cos, sin))
+    assert torch.autograd.gradgradcheck(stacked, (x1, x2, cos, sin))
+    zero_d = (torch.tensor(0.3, dtype=torch.float64, requires_grad=True),) * 2
+    assert torch.autograd.gradcheck(stacked, (*zero_d, cos[0], sin[0]))
+
+
+def test_turn_matches_the_formula_with_floats_and_tensors() -> None:
+    x1, x2 = random_features(2, 3, 4, seed=5).unbind(0)
+    c, s = math.cos(0.7), math.sin(0.7)
+    first, second = turn(x1, x2, c, s)
+    torch.testing.assert_close(first, x1 * c - x2 * s, rtol=1e-15, atol=1e-15)
+    torch.testing.assert_close(second, x1 * s + x2 * c, rtol=1e-15, atol=1e-15)
+    assert first.dtype == torch.float64
+    one, zero = turn(torch.tensor(1.0), torch.tensor(0.0), c, s)
+    assert one.shape == () and float(one) == pytest.approx(c) and float(zero) == pytest.approx(s)
+    narrow = turn(x1.float(), x2.float(), torch.tensor(c, dtype=torch.float64), s)[0]
+    assert narrow.dtype == torch.float32  # a 0-d angle does not promote, as in x1 * cos
 
 
 # --- bad input ------------------------------------------------------------------
