@@ -225,12 +225,16 @@ def evaluate(
     ``(WhichFirst.A, WhichFirst.B)``) it also scores the answers against each
     other and counts predictions that are none of them (see :class:`Metrics`).
 
+    Under ``ROPE_LESSONS_SMOKE_STEPS`` (a smoke test) one batch is evaluated.
+
     Raises:
         ValueError: if no position is scored, if a target lies outside
             ``answers``, or if the model's logits are not finite (a metric is
             never NaN).
     """
     check_positive_int(batches, "batches")
+    if smoke_steps() is not None:  # a smoke test runs code paths; one batch exercises them
+        batches = 1
     answer_ids = None if answers is None else check_answers(answers)
     model.eval()
     total_loss, correct, answer_correct, neither, scored = 0.0, 0, 0, 0, 0

@@ -313,3 +313,19 @@ def test_metric_defaults_to_loss_for_a_corpus_and_accuracy_for_a_task() -> None:
     assert metric(16, "neither").lower_is_better and not metric(16).lower_is_better
     with pytest.raises(ValueError, match="name must be one of"):
         metric(16, "perplexity")
+
+
+def test_the_smoke_variable_evaluates_one_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    drawn: list[int] = []
+    sampler = batch_sampler(WhichFirst(n_fillers=8), 4, 16, seed=0)
+
+    def counted() -> tuple[torch.Tensor, torch.Tensor]:
+        drawn.append(1)
+        return sampler()
+
+    model = TinyTransformer(order_run("rope", steps=2).model)
+    evaluate(model, counted, batches=5)
+    assert len(drawn) == 5
+    monkeypatch.setenv("ROPE_LESSONS_SMOKE_STEPS", "3")
+    evaluate(model, counted, batches=5)
+    assert len(drawn) == 6
