@@ -66,9 +66,11 @@ def loss_band(results: Sequence[RunResult], window: int = 20) -> LossBand:
 def checkpoint_values(
     result: RunResult, length: int, name: str = "loss"
 ) -> tuple[list[int], list[float]]:
-    """One held-out metric of a run at each of its checkpoints: ``(steps, values)``."""
-    steps = sorted(result.checkpoints)
-    values = [getattr(result.checkpoints[step][length], name) for step in steps]
+    """One held-out metric of a run at each of its checkpoints: ``(steps, values)``; for a run
+    trained without checkpoints, its final value after its last step."""
+    evaluations = result.checkpoints or {len(result.losses): result.metrics}
+    steps = sorted(evaluations)
+    values = [getattr(evaluations[step][length], name) for step in steps]
     if None in values:
         raise ValueError(f"{result.label!r} has no {name!r} (its task has no answer set)")
     return steps, [float(v) for v in values]

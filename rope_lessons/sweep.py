@@ -423,6 +423,9 @@ class StoredSweep:
         The deterministic prefix is compared with the stored run of the same
         seed; the held-out numbers at the re-run's last checkpoint past the
         prefix with the 99.9% prediction interval of every stored seed there.
+        A complete re-run without checkpoints (``run_once(...,
+        checkpoints=False)``, cheaper) is compared by its training losses and
+        its final numbers.
 
         Raises:
             ValueError: if the label is unknown or the re-run took more steps
@@ -442,12 +445,15 @@ class StoredSweep:
             end = min(PREFIX_STEPS, run.steps)
             if end in result.checkpoints:
                 prefix_eval_gaps = _metric_gaps(result.checkpoints[end], same_seed.checkpoints[end])
-        reached = [step for step in run.checkpoint_steps if step in result.checkpoints]
+        evaluations = dict(result.checkpoints)
+        if steps == run.steps:  # a complete run's final metrics are its last checkpoint
+            evaluations.setdefault(run.steps, result.metrics)
+        reached = [step for step in run.checkpoint_steps if step in evaluations]
         later = [step for step in reached if step > min(PREFIX_STEPS, run.steps)]
         checkpoint = later[-1] if later else None
         outside: list[str] = []
         if checkpoint is not None:
-            for length, metrics in result.checkpoints[checkpoint].items():
+            for length, metrics in evaluations[checkpoint].items():
                 for name, value in dataclasses.asdict(metrics).items():
                     if value is None:
                         continue

@@ -89,6 +89,9 @@ def test_a_full_rerun_reproduces(one_thread: None) -> None:
     check = stored.check(run_once(run, seed, "cpu", progress=False))
     assert check.checkpoint == run.steps
     assert check.reproduces, str(check)
+    cheaper = stored.check(run_once(run, seed, "cpu", progress=False, checkpoints=False))
+    assert cheaper.checkpoint == run.steps and cheaper.prefix_eval_gaps is None
+    assert cheaper.reproduces, str(cheaper)
 
 
 def flipped_rotation(monkeypatch: pytest.MonkeyPatch, run: Run) -> Run:
