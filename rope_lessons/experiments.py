@@ -4,10 +4,11 @@ A :class:`Run` holds the model configuration, the data (a synthetic task of
 :mod:`rope_lessons.synthetic` or a :class:`~rope_lessons.corpus.CharCorpus`),
 the training length and budget, and the lengths to evaluate at (longer than
 the training length to test extrapolation). :func:`make_run` builds one for
-any task or corpus; :func:`run_once` trains it with one seed and evaluates it
-on held-out data: the validation split (for a corpus, the end of the text that
-training never sees; for a synthetic task, a separate stream, the same for
-every seed and variant). :func:`run_seeds` repeats it over seeds,
+any task or corpus; :func:`train_run` trains it with one seed, evaluates it on
+held-out data (:func:`held_out`: the validation split; for a corpus, the end of
+the text that training never sees; for a synthetic task, a separate stream,
+the same for every seed and variant) and hands back the trained model with
+the result (:func:`run_once`: the result alone). :func:`run_seeds` repeats it over seeds,
 :func:`summarise` reports mean, standard deviation, standard error and range,
 and :func:`compare_paired` compares two variants seed by seed.
 
@@ -281,15 +282,16 @@ class RunResult:
         )
 
 
-def run_once(
+def train_run(
     run: Run,
     seed: int,
     device: torch.device | str = "cpu",
     progress: bool = True,
     stop_after: int | None = None,
     checkpoints: bool = True,
-) -> RunResult:
-    """Train ``run`` from scratch with ``seed`` and evaluate it on held-out data at every length.
+) -> tuple[TinyTransformer, RunResult]:
+    """Train ``run`` from scratch with ``seed``, evaluate it on held-out data at every
+    length, and hand back the trained model with the result.
 
     Held-out data is the validation split (:func:`~rope_lessons.synthetic.batch_sampler`
     with ``split="val"``), at each length the same batches for every seed and
@@ -325,7 +327,10 @@ def run_once(
     def evaluate_all() -> dict[int, Metrics]:
         return {
             length: evaluate(
-                model, held_out(run, length, device), batches=run.eval_batches, answers=answers
+                model,
+                held_out(run.data, length, device=device),
+                batches=run.eval_batches,
+                answers=answers,
             )
             for length in lengths
         }
@@ -349,7 +354,7 @@ def run_once(
     trained = len(result.losses)
     metrics = evaluations[trained] if trained in evaluations else evaluate_all()
     extra = {} if run.analyse is None else run.analyse(model, run, device)
-    return RunResult(
+    return model, RunResult(
         label=run.label,
         seed=seed,
         losses=result.losses,
@@ -360,9 +365,27 @@ def run_once(
     )
 
 
-def held_out(run: Run, length: int, device: torch.device) -> Callable[[], Batch]:
-    """The validation sampler of ``run`` at ``length``: the same batches for every seed."""
-    return batch_sampler(run.data, EVAL_BATCH_SIZE, length, seed=length, split="val", device=device)
+def run_once(
+    run: Run,
+    seed: int,
+    device: torch.device | str = "cpu",
+    progress: bool = True,
+    stop_after: int | None = None,
+    checkpoints: bool = True,
+) -> RunResult:
+    """:func:`train_run` without the model: what a sweep stores."""
+    return train_run(run, seed, device, progress, stop_after, checkpoints)[1]
+
+
+def held_out(
+    data: Task,
+    length: int,
+    batch_size: int = EVAL_BATCH_SIZE,
+    device: torch.device | str = "cpu",
+) -> Callable[[], Batch]:
+    """The validation sampler of ``data`` at ``length``: the same batches for every seed,
+    run and variant (the validation split, seeded by the length)."""
+    return batch_sampler(data, batch_size, length, seed=length, split="val", device=device)
 
 
 def run_seeds(

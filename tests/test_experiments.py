@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -15,6 +16,7 @@ from rope_lessons.experiments import (
     RunResult,
     accuracy_by_length,
     compare_paired,
+    held_out,
     make_run,
     metric,
     metric_by_length,
@@ -22,6 +24,7 @@ from rope_lessons.experiments import (
     run_once,
     run_seeds,
     summarise,
+    train_run,
 )
 from rope_lessons.model import TinyTransformer
 from rope_lessons.synthetic import IGNORE, CopyAtLag, WhichFirst, batch_sampler
@@ -329,3 +332,22 @@ def test_the_smoke_variable_evaluates_one_batch(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("ROPE_LESSONS_SMOKE_STEPS", "3")
     evaluate(model, counted, batches=5)
     assert len(drawn) == 6
+
+
+def test_train_run_hands_back_the_model_it_evaluated() -> None:
+    run = order_run("rope", steps=20)
+    model, result = train_run(run, seed=0, progress=False)
+    assert numbers_of(result) == numbers_of(run_once(run, seed=0, progress=False))
+    for length in run.eval_lens:
+        again = evaluate(
+            model, held_out(run.data, length), batches=run.eval_batches, answers=run.data.answers
+        )
+        assert again == result.metrics[length]  # the model's own held-out numbers
+    first, second = held_out(run.data, 16, batch_size=8)(), held_out(run.data, 16, batch_size=8)()
+    assert torch.equal(first[0], second[0])  # the same validation batch every time
+    with pytest.raises(ValueError, match="seed must be an int"):
+        train_run(run, seed=-1)
+
+
+def numbers_of(result: RunResult) -> RunResult:
+    return dataclasses.replace(result, wall_seconds=0.0)

@@ -53,7 +53,7 @@ def frequency_analysis(model: TinyTransformer, run: Run, device: torch.device) -
     fast, slow = quarters(model.config.head_dim)
 
     def loss(candidate: TinyTransformer) -> float:
-        sampler = held_out(run, run.train_len, device)
+        sampler = held_out(run.data, run.train_len, device=device)
         return evaluate(candidate, sampler, batches=run.eval_batches).loss
 
     numbers = {
@@ -61,7 +61,7 @@ def frequency_analysis(model: TinyTransformer, run: Run, device: torch.device) -
         "loss_without_fast": loss(ablate_pairs(model, fast)),
         "loss_without_slow": loss(ablate_pairs(model, slow)),
     }
-    tokens = held_out(run, run.train_len, device)()[0][:64]  # (64, T)
+    tokens = held_out(run.data, run.train_len, device=device)()[0][:64]  # (64, T)
     _, weights = model.attention_maps(tokens)
     query_norms, _ = mean_pair_norms(model, tokens)  # (L, H, D/2)
     energy = query_norms**2
