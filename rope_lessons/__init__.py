@@ -2,7 +2,7 @@
 
 The names most experiments need are importable from the top level::
 
-    from rope_lessons import apply_rope, attention, ModelConfig, TinyTransformer
+    from rope_lessons import Rope, apply_rope, attention, ModelConfig, TinyTransformer
 
 Modules, in the order the course uses them:
 
@@ -10,7 +10,8 @@ Modules, in the order the course uses them:
 * :mod:`rope_lessons.nope`: attention without positions: its symmetry, and
   what a causal mask recovers (chapter 1);
 * :mod:`rope_lessons.encodings`: integer, binary and sinusoidal encodings;
-* :mod:`rope_lessons.rope`: RoPE itself, its matrix, complex and loop forms;
+* :mod:`rope_lessons.rope`: RoPE itself (the :class:`~rope_lessons.rope.Rope` spec, the
+  pair reader), its matrix, complex and loop forms;
 * :mod:`rope_lessons.general_solution`, :mod:`rope_lessons.layouts`,
   :mod:`rope_lessons.rope2d`, :mod:`rope_lessons.precision`: chapter 3's
   general solution, layout porting, 2D RoPE and precision measurements;
@@ -34,7 +35,7 @@ Modules, in the order the course uses them:
 from rope_lessons.attention import attention, rotate_inputs, rotate_output
 from rope_lessons.corpus import CharCorpus
 from rope_lessons.model import ModelConfig, TinyTransformer
-from rope_lessons.rope import apply_rope, frequencies, score_at_distance
+from rope_lessons.rope import Rope, apply_rope, frequencies, read_pairs, score_at_distance
 from rope_lessons.runtime import setup
 from rope_lessons.training import evaluate, train
 
@@ -43,11 +44,13 @@ __version__ = "0.1.0"
 __all__ = [
     "CharCorpus",
     "ModelConfig",
+    "Rope",
     "TinyTransformer",
     "apply_rope",
     "attention",
     "evaluate",
     "frequencies",
+    "read_pairs",
     "rotate_inputs",
     "rotate_output",
     "score_at_distance",

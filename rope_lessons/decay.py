@@ -33,7 +33,6 @@ import torch
 from rope_lessons._checks import (
     check_even_dim,
     check_features,
-    check_layout,
     check_positions,
     check_positive_int,
 )
@@ -41,7 +40,7 @@ from rope_lessons.attention import rotate_inputs
 from rope_lessons.corpus import CharCorpus
 from rope_lessons.experiments import Run, make_run
 from rope_lessons.model import TinyTransformer
-from rope_lessons.rope import Layout, apply_rope, frequencies, score_at_distance
+from rope_lessons.rope import Layout, apply_rope, frequencies, read_pairs, score_at_distance
 from rope_lessons.synthetic import batch_sampler
 
 
@@ -90,26 +89,6 @@ def roformer_bound(distances: torch.Tensor, d: int, base: float = 10000.0) -> to
     return partial_sums.abs().mean(-1)
 
 
-def complex_pairs(x: torch.Tensor, layout: Layout = "interleaved") -> torch.Tensor:
-    r"""Pair ``k`` of ``x`` as the complex number :math:`z_k = x_a + i\,x_b`.
-
-    ``(a, b) = (2k, 2k+1)`` in the interleaved layout and ``(k, k + d/2)`` in
-    the half layout, so that pair ``k`` turns at :math:`\theta_k` in both.
-
-    Args:
-        x: ``(..., d)`` real, ``d`` even.
-
-    Returns:
-        Complex tensor ``(..., d/2)``.
-    """
-    x = _check_vector(x, "x")
-    layout = check_layout(layout)
-    half = x.shape[-1] // 2
-    if layout == "interleaved":
-        return torch.complex(x[..., 0::2], x[..., 1::2])
-    return torch.complex(x[..., :half], x[..., half:])
-
-
 def abel_bound(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -121,7 +100,7 @@ def abel_bound(
     r"""RoFormer's full bound :math:`\max_k |h_{k+1} - h_k| \cdot \sum_j |S_j(r)|`.
 
     Here :math:`h_k = z_k(q)\,\overline{z_k(k)}` for each pair (see
-    :func:`complex_pairs`) and :math:`h_{d/2} = 0`, as in RoFormer's eq. 36.
+    :func:`~rope_lessons.rope.read_pairs`) and :math:`h_{d/2} = 0`, as in RoFormer's eq. 36.
     For every ``q``, ``k`` and ``r``,
     ``|score_at_distance(q, k, r)| <= abel_bound(q, k, r)``.
 
@@ -133,7 +112,7 @@ def abel_bound(
         float64 tensor ``(..., R)``.
     """
     q, k = _check_vector(q, "q"), _check_vector(k, "k")
-    h = complex_pairs(q, layout).to(torch.complex128) * complex_pairs(k, layout).conj()
+    h = read_pairs(q, layout).to(torch.complex128) * read_pairs(k, layout).conj()
     # h: (..., d/2) complex128; steps: |h_{k+1} - h_k| with h_{d/2} = 0
     steps = torch.diff(h, dim=-1, append=torch.zeros_like(h[..., :1])).abs()
     d = q.shape[-1]

@@ -37,7 +37,6 @@ from torch.utils import benchmark as torch_benchmark
 from rope_lessons._checks import (
     check_base,
     check_choice,
-    check_even_dim,
     check_positive_int,
     check_positive_number,
 )
@@ -155,32 +154,6 @@ def linear_recurrence_parallel(x: torch.Tensor, decay: torch.Tensor | complex) -
 
 
 # --- VO-RoPE and complex numbers -----------------------------------------------------
-
-
-def pairs_to_complex(x: torch.Tensor) -> torch.Tensor:
-    r"""Read pair ``k`` of ``x`` (interleaved layout) as :math:`z_k = x_{2k} + i\, x_{2k+1}`.
-
-    With this reading, the course's :math:`R_m` (pair ``k`` turned
-    counter-clockwise by :math:`m\theta_k`) is multiplication by
-    :math:`e^{i m \theta_k}`.
-
-    Args:
-        x: real features ``(..., d)``, ``d`` even.
-
-    Returns:
-        Complex tensor ``(..., d/2)``.
-    """
-    if not isinstance(x, torch.Tensor) or not x.is_floating_point():
-        raise TypeError("x must be a real floating torch.Tensor")
-    check_even_dim(x.shape[-1] if x.ndim else 0, "the last dimension of x")
-    return torch.complex(x[..., 0::2], x[..., 1::2])
-
-
-def complex_to_pairs(z: torch.Tensor) -> torch.Tensor:
-    """The inverse of :func:`pairs_to_complex`: ``(..., d/2)`` complex -> ``(..., d)`` real."""
-    if not isinstance(z, torch.Tensor) or not z.is_complex():
-        raise TypeError("z must be a complex torch.Tensor")
-    return torch.view_as_real(z).flatten(-2)
 
 
 def vo_rope_decay(gamma: float, dim: int, base: float = 10000.0) -> torch.Tensor:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -55,6 +56,7 @@ from rope_lessons._checks import (
 __all__ = [
     "LAYOUTS",
     "Layout",
+    "Rope",
     "apply_rope",
     "apply_rope_complex",
     "apply_rope_loop",
@@ -62,6 +64,7 @@ __all__ = [
     "cos_sin",
     "frequencies",
     "layout_permutation",
+    "read_pairs",
     "resolve_theta",
     "rotate",
     "rotate_complex",
@@ -69,7 +72,9 @@ __all__ = [
     "rotation_angles",
     "rotation_matrix",
     "score_at_distance",
+    "split_pairs",
     "turn",
+    "write_pairs",
 ]
 
 
@@ -310,6 +315,54 @@ def turn(
     return first, second
 
 
+def split_pairs(x: torch.Tensor, layout: Layout) -> tuple[torch.Tensor, torch.Tensor]:
+    """The two coordinates of every rotary pair of ``x``: the one place that knows the layouts.
+
+    Pair ``k`` is coordinates ``(2k, 2k+1)`` in the interleaved layout and
+    ``(k, k + d/2)`` in the half layout, so that it turns at :math:`\theta_k` in both.
+
+    Args:
+        x: ``(..., d)``, ``d`` even (not checked here: callers have checked it).
+        layout: ``"interleaved"`` or ``"half"``.
+
+    Returns:
+        Two views ``(..., d/2)``: the first and the second coordinate of every pair.
+    """
+    if layout == "interleaved":
+        return x[..., 0::2], x[..., 1::2]
+    half = x.shape[-1] // 2
+    return x[..., :half], x[..., half:]
+
+
+def read_pairs(x: torch.Tensor, layout: Layout = "interleaved") -> torch.Tensor:
+    r"""Pair ``k`` of ``x`` as the complex number :math:`z_k = x_a + i\,x_b`
+    (:func:`split_pairs`); RoPE multiplies it by :math:`e^{i m\theta_k}`.
+
+    Args:
+        x: real features ``(..., d)``, float32 or float64, ``d`` even.
+        layout: ``"interleaved"`` or ``"half"``.
+
+    Returns:
+        Complex tensor ``(..., d/2)``.
+    """
+    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float32, torch.float64):
+        found = x.dtype if isinstance(x, torch.Tensor) else type(x).__name__
+        raise TypeError(f"x must be a float32 or float64 tensor to read as complex, got {found}")
+    check_even_dim(x.shape[-1] if x.ndim else 0, "the last dimension of x")
+    return torch.complex(*split_pairs(x, check_layout(layout)))
+
+
+def write_pairs(z: torch.Tensor, layout: Layout = "interleaved") -> torch.Tensor:
+    """The inverse of :func:`read_pairs`: ``(..., d/2)`` complex -> ``(..., d)`` real."""
+    if not isinstance(z, torch.Tensor) or not z.is_complex():
+        raise TypeError(f"z must be a complex torch.Tensor, got {type(z).__name__}")
+    layout = check_layout(layout)
+    parts = torch.view_as_real(z)  # (..., d/2, 2)
+    if layout == "interleaved":
+        return parts.flatten(-2)
+    return parts.transpose(-1, -2).flatten(-2)
+
+
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: Layout) -> torch.Tensor:
     """Turn each pair of ``x`` by the angle whose cosine and sine are given.
 
@@ -332,10 +385,10 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: Layout
             f"cos and sin must have d/2 = {half} entries in their last dimension, "
             f"got cos {tuple(cos.shape)} and sin {tuple(sin.shape)}"
         )
+    pairs = _turn_stacked(*split_pairs(x, layout), cos, sin)  # (..., T, 2, d/2)
     if layout == "interleaved":
-        pairs = _turn_stacked(x[..., 0::2], x[..., 1::2], cos, sin)  # (..., T, 2, d/2)
         return pairs.transpose(-1, -2).flatten(-2)  # (..., T, d): x1', x2', x1', ...
-    return _turn_stacked(x[..., :half], x[..., half:], cos, sin).flatten(-2)  # (..., T, d)
+    return pairs.flatten(-2)  # (..., T, d)
 
 
 def rotate_complex(x: torch.Tensor, phase: torch.Tensor) -> torch.Tensor:
@@ -529,12 +582,8 @@ def score_at_distance(
     if bool((distances < 0).any()):
         raise ValueError("distances must be >= 0 (the key r positions before the query)")
     dim = q.shape[-1]
-    half = dim // 2
     q, k = q[..., 0, :].double(), k[..., 0, :].double()  # (..., d)
-    if layout == "interleaved":
-        q1, q2, k1, k2 = q[..., 0::2], q[..., 1::2], k[..., 0::2], k[..., 1::2]
-    else:
-        q1, q2, k1, k2 = q[..., :half], q[..., half:], k[..., :half], k[..., half:]
+    (q1, q2), (k1, k2) = split_pairs(q, layout), split_pairs(k, layout)  # (..., d/2) each
     real = q1 * k1 + q2 * k2  # (..., d/2)
     imag = q2 * k1 - q1 * k2  # (..., d/2)
     angles = rotation_angles(distances.to(q.device), dim, base, p=p, theta=theta)  # (R, d/2)
@@ -678,3 +727,161 @@ def apply_rope_loop(
                 x[..., t, 2 * k].double(), x[..., t, 2 * k + 1].double(), c, s
             )
     return out
+
+
+class Rope:
+    r"""One RoPE setting, validated once: the per-pair frequencies :math:`\theta`, the
+    layout and the attention factor.
+
+    ``Rope(dim, base=10000.0, layout="interleaved", p=1.0)`` builds RoFormer's
+    ladder :math:`\theta_k = b^{-2k/d}` (p-RoPE keeps the fastest fraction ``p``
+    of the pairs); :meth:`from_theta` takes any frequency vector, e.g. a
+    context-extension table. The object is immutable and hashable; two specs
+    are equal when their frequencies, layout and attention factor are.
+
+    Attributes:
+        dim: the head dimension ``d``.
+        layout: ``"interleaved"`` or ``"half"`` (see :func:`split_pairs`).
+        attention_factor: the factor by which queries and keys are scaled
+            (YaRN's temperature); 1 for plain RoPE. Applied by the attention
+            that uses the spec, not by :meth:`apply`.
+        base, p: the ladder it was built from, or None for :meth:`from_theta`.
+    """
+
+    __slots__ = ("_theta", "_values", "attention_factor", "base", "dim", "layout", "p")
+
+    _theta: torch.Tensor
+    _values: tuple[float, ...]
+    attention_factor: float
+    base: float | None
+    dim: int
+    layout: Layout
+    p: float | None
+
+    def __init__(
+        self,
+        dim: int,
+        base: float = 10000.0,
+        layout: Layout = "interleaved",
+        p: float = 1.0,
+        *,
+        attention_factor: float = 1.0,
+    ) -> None:
+        theta = frequencies(dim, base, p=p)
+        self._settle(theta, layout, attention_factor, float(base), float(p))
+
+    @classmethod
+    def from_theta(
+        cls,
+        theta: torch.Tensor | Sequence[float],
+        layout: Layout = "interleaved",
+        *,
+        attention_factor: float = 1.0,
+    ) -> Rope:
+        """A spec for any per-pair frequency vector ``(d/2,)`` (a tensor, list or tuple):
+        finite, >= 0, in the order of :func:`frequencies` (pair 0 first)."""
+        if not isinstance(theta, torch.Tensor):
+            if not isinstance(theta, (list, tuple)) or not theta:
+                raise TypeError(
+                    f"theta must be a tensor, list or tuple of frequencies, got {theta!r}"
+                )
+            theta = torch.tensor([float(value) for value in theta], dtype=torch.float64)
+        if theta.ndim != 1 or theta.numel() == 0:
+            raise ValueError(f"theta must have shape (d/2,), got {tuple(theta.shape)}")
+        spec = cls.__new__(cls)
+        checked = check_theta(theta, 2 * theta.numel()).detach().to("cpu", torch.float64)
+        spec._settle(checked, layout, attention_factor, None, None)
+        return spec
+
+    def _settle(
+        self,
+        theta: torch.Tensor,
+        layout: Layout,
+        attention_factor: float,
+        base: float | None,
+        p: float | None,
+    ) -> None:
+        if (
+            isinstance(attention_factor, bool)
+            or not isinstance(attention_factor, (int, float))
+            or not math.isfinite(attention_factor)
+            or attention_factor <= 0
+        ):
+            raise ValueError(
+                f"attention_factor must be a finite number > 0, got {attention_factor!r}"
+            )
+        values = tuple(theta.tolist())
+        for name, value in (
+            ("_theta", torch.tensor(values, dtype=torch.float64)),
+            ("_values", values),
+            ("attention_factor", float(attention_factor)),
+            ("base", base),
+            ("dim", 2 * len(values)),
+            ("layout", check_layout(layout)),
+            ("p", p),
+        ):
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Rope is immutable: build a new one instead of setting {name!r}")
+
+    @property
+    def theta(self) -> torch.Tensor:
+        """The frequencies, float64 ``(d/2,)`` (a copy: the spec cannot be changed)."""
+        return self._theta.clone()
+
+    def apply(self, x: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
+        """:math:`R_m x` at every position (:func:`apply_rope` with this spec).
+
+        Args:
+            x: ``(..., T, d)`` with ``d`` equal to :attr:`dim`.
+            positions: integer positions broadcastable to ``(..., T)``; default ``arange(T)``.
+        """
+        return apply_rope(x, positions, layout=self.layout, theta=self._theta)
+
+    def angles(self, positions: torch.Tensor) -> torch.Tensor:
+        r"""The angles :math:`m\theta_k`, float64 ``(..., d/2)``, for integer positions."""
+        return rotation_angles(positions, self.dim, theta=self._theta)
+
+    def pairs(self, x: torch.Tensor) -> torch.Tensor:
+        """Pair ``k`` of ``x`` as a complex number, in this spec's layout (:func:`read_pairs`)."""
+        return read_pairs(x, self.layout)
+
+    def score_at_distance(
+        self, q: torch.Tensor, k: torch.Tensor, distances: torch.Tensor
+    ) -> torch.Tensor:
+        """:func:`score_at_distance` with this spec: float64 ``(..., R)``."""
+        return score_at_distance(q, k, distances, layout=self.layout, theta=self._theta)
+
+    def describe(self) -> str:
+        """One line for a reader: dimension, where the frequencies come from, layout, factor."""
+        rotating = sum(value > 0 for value in self._values)
+        origin = (
+            f"base {self.base:g}, p = {self.p:g}"
+            if self.base is not None
+            else f"custom frequencies {self._values[0]:.3g} to {self._values[-1]:.3g}"
+        )
+        return (
+            f"RoPE, d = {self.dim}, {origin} ({rotating} of {self.dim // 2} pairs rotate), "
+            f"{self.layout} layout, attention factor {self.attention_factor:g}"
+        )
+
+    def _identity(self) -> tuple[tuple[float, ...], str, float]:
+        return self._values, self.layout, self.attention_factor
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Rope) and self._identity() == other._identity()
+
+    def __hash__(self) -> int:
+        return hash(self._identity())
+
+    def __repr__(self) -> str:
+        if self.base is not None:
+            return (
+                f"Rope({self.dim}, base={self.base:g}, layout={self.layout!r}, p={self.p:g}, "
+                f"attention_factor={self.attention_factor:g})"
+            )
+        return (
+            f"Rope.from_theta({list(self._values)!r}, layout={self.layout!r}, "
+            f"attention_factor={self.attention_factor:g})"
+        )

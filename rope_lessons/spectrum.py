@@ -39,7 +39,7 @@ from rope_lessons._checks import (
     check_positive_number,
 )
 from rope_lessons.model import Block, TinyTransformer
-from rope_lessons.rope import Layout, apply_rope, frequencies
+from rope_lessons.rope import Layout, apply_rope, frequencies, split_pairs
 
 
 def wavelengths(dim: int, base: float = 10000.0) -> torch.Tensor:
@@ -74,12 +74,8 @@ def pair_dims(dim: int, layout: Layout = "interleaved") -> torch.Tensor:
         Long tensor ``(d/2, 2)``: rows ``(2k, 2k+1)`` in the interleaved
         layout, ``(k, k + d/2)`` in the half layout.
     """
-    dim = check_even_dim(dim)
-    check_layout(layout)
-    k = torch.arange(dim // 2)
-    if layout == "interleaved":
-        return torch.stack((2 * k, 2 * k + 1), dim=-1)
-    return torch.stack((k, k + dim // 2), dim=-1)
+    coordinates = torch.arange(check_even_dim(dim))
+    return torch.stack(split_pairs(coordinates, check_layout(layout)), dim=-1)  # (d/2, 2)
 
 
 def pair_norms(x: torch.Tensor, layout: Layout = "interleaved") -> torch.Tensor:

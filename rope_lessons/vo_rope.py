@@ -42,6 +42,7 @@ from rope_lessons._checks import check_positive_int
 from rope_lessons.attention import Placement, attention, rotate_inputs, rotate_output
 from rope_lessons.model import TinyTransformer
 from rope_lessons.rope import Layout, score_at_distance
+from rope_lessons.spectrum import pair_dims
 from rope_lessons.synthetic import batch_sampler
 
 if TYPE_CHECKING:
@@ -183,11 +184,6 @@ itself turned by :math:`R_{-r}`."""
 READ_BATCH = 16
 
 
-def _pair_dims(layout: Layout, head_dim: int, pair: int) -> list[int]:
-    """The two coordinates of pair ``pair`` in ``layout``."""
-    return [2 * pair, 2 * pair + 1] if layout == "interleaved" else [pair, pair + head_dim // 2]
-
-
 def _mean_cosine(a: torch.Tensor, b: torch.Tensor) -> float:
     return float(F.cosine_similarity(a, b, dim=-1, eps=1e-12).mean())
 
@@ -232,8 +228,8 @@ def reading_stats(model: TinyTransformer, run: Run, device: torch.device) -> dic
     cfg = model.config
     rotary = cfg.rotary_arguments()
     theta = rotary.theta
-    fast = _pair_dims(cfg.rope_layout, cfg.head_dim, 0)
-    slow = _pair_dims(cfg.rope_layout, cfg.head_dim, cfg.head_dim // 2 - 1)
+    dims = pair_dims(cfg.head_dim, cfg.rope_layout)  # (D/2, 2)
+    fast, slow = dims[0].tolist(), dims[-1].tolist()
     cosines: dict[str, list[float]] = {}
     for layer, (q, k, v) in enumerate(model.layer_qkv(tokens)):
         placement = cfg.placement(layer)

@@ -15,7 +15,6 @@ from rope_lessons.attention import attention
 from rope_lessons.decay import (
     abel_bound,
     attention_by_distance,
-    complex_pairs,
     distance_profile,
     monte_carlo_score,
     near_minus_far,
@@ -23,7 +22,7 @@ from rope_lessons.decay import (
     roformer_bound,
 )
 from rope_lessons.model import ModelConfig, TinyTransformer
-from rope_lessons.rope import frequencies, layout_permutation, score_at_distance
+from rope_lessons.rope import frequencies, read_pairs, score_at_distance
 
 dims = st.integers(1, 32).map(lambda half: 2 * half)
 bases = st.sampled_from([10.0, 100.0, 10_000.0, 500_000.0])
@@ -87,19 +86,12 @@ def test_abel_summation_rewrites_the_score(d: int, base: float, seed: int) -> No
     """Re sum_k h_k e^{i r theta_k} = -Re sum_k (h_{k+1} - h_k) S_{k+1}, with h_{d/2} = 0."""
     q, k = random_features(2, d, seed=seed)
     distances = torch.tensor([0, 1, 7, 300, 99_999])
-    h = complex_pairs(q) * complex_pairs(k).conj()  # (d/2,)
+    h = read_pairs(q) * read_pairs(k).conj()  # (d/2,)
     steps = torch.diff(h, append=torch.zeros(1, dtype=h.dtype))  # h_{k+1} - h_k
     angles = distances[:, None].double() * frequencies(d, base)  # (R, d/2)
     partial_sums = torch.polar(torch.ones_like(angles), angles).cumsum(-1)  # S_1 .. S_{d/2}
     by_parts = -(partial_sums * steps).sum(-1).real
     torch.testing.assert_close(by_parts, score_at_distance(q, k, distances, base=base))
-
-
-def test_complex_pairs_follow_the_layout() -> None:
-    x = torch.arange(8.0)
-    torch.testing.assert_close(complex_pairs(x), torch.complex(x[0::2], x[1::2]))
-    half = complex_pairs(x[layout_permutation(8)], "half")
-    torch.testing.assert_close(half, complex_pairs(x))
 
 
 # ---------------------------------------------------------------- the peaked key

@@ -17,13 +17,11 @@ from rope_lessons.recurrence import (
     MIXER_KINDS,
     RecurrentConfig,
     RecurrentModel,
-    complex_to_pairs,
     decay_powers,
     delay_readout,
     linear_recurrence,
     linear_recurrence_parallel,
     loglog_slope,
-    pairs_to_complex,
     prediction_lags,
     retnet_decays,
     retnet_effective_decays,
@@ -32,7 +30,7 @@ from rope_lessons.recurrence import (
     vo_rope_decay,
     vo_rope_weighted_sum,
 )
-from rope_lessons.rope import frequencies
+from rope_lessons.rope import frequencies, read_pairs, write_pairs
 from rope_lessons.synthetic import CopyAtLag
 
 seeds = st.integers(0, 2**16)
@@ -140,16 +138,6 @@ def test_gradients_are_finite_at_zero_decay() -> None:
     assert decay.grad is not None and torch.isfinite(decay.grad).all()
 
 
-@given(seed=seeds, half_dim=st.integers(1, 8))
-def test_pairs_and_complex_numbers_round_trip(seed: int, half_dim: int) -> None:
-    x = random_features(3, 2 * half_dim, seed=seed)
-    z = pairs_to_complex(x)
-    assert z.shape == (3, half_dim)
-    torch.testing.assert_close(z.real, x[..., 0::2])
-    torch.testing.assert_close(z.imag, x[..., 1::2])
-    torch.testing.assert_close(complex_to_pairs(z), x)
-
-
 @given(seed=seeds, seq_len=st.integers(1, 24), gamma=st.floats(0.05, 1.0))
 def test_vo_rope_with_decay_weights_is_the_complex_recurrence(
     seed: int, seq_len: int, gamma: float
@@ -159,7 +147,7 @@ def test_vo_rope_with_decay_weights_is_the_complex_recurrence(
     weights = decay_powers(torch.tensor(gamma, dtype=torch.float64), seq_len)
     vo_rope = vo_rope_weighted_sum(v, weights)
     decay = vo_rope_decay(gamma, 8)
-    recurrent = complex_to_pairs(linear_recurrence(pairs_to_complex(v), decay))
+    recurrent = write_pairs(linear_recurrence(read_pairs(v), decay))
     torch.testing.assert_close(vo_rope, recurrent)
 
 
@@ -168,7 +156,7 @@ def test_the_sign_of_the_phase_matters() -> None:
     v = random_features(1, 1, 16, 8, seed=5)
     weights = decay_powers(torch.tensor(0.9, dtype=torch.float64), 16)
     conjugate = vo_rope_decay(0.9, 8).conj()
-    wrong = complex_to_pairs(linear_recurrence(pairs_to_complex(v), conjugate))
+    wrong = write_pairs(linear_recurrence(read_pairs(v), conjugate))
     assert (wrong - vo_rope_weighted_sum(v, weights)).abs().max() > 0.1
 
 
@@ -311,10 +299,6 @@ def test_bad_input_is_refused() -> None:
         linear_recurrence(x, "0.5")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="decay"):
         linear_recurrence(x, True)
-    with pytest.raises(TypeError, match="x"):
-        pairs_to_complex(x)
-    with pytest.raises(ValueError, match="last dimension"):
-        pairs_to_complex(torch.ones(3, 5))
     with pytest.raises(ValueError, match="gamma"):
         vo_rope_decay(1.5, 8)
     with pytest.raises(ValueError, match="weights"):

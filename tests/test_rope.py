@@ -12,17 +12,22 @@ from hypothesis import strategies as st
 
 import rope_lessons.rope as rope_module
 from rope_lessons.rope import (
+    Layout,
+    Rope,
     apply_rope,
     apply_rope_complex,
     apply_rope_loop,
     cos_sin,
     frequencies,
     layout_permutation,
+    read_pairs,
     rotate,
     rotating_pairs,
     rotation_angles,
     rotation_matrix,
+    score_at_distance,
     turn,
+    write_pairs,
 )
 
 dims = st.integers(1, 32).map(lambda half: 2 * half)
@@ -525,3 +530,114 @@ def test_default_base_and_p_are_accepted_with_theta() -> None:
     explicit = apply_rope(x, base=10_000, p=1, theta=THETA)
     torch.testing.assert_close(explicit, expected, rtol=0, atol=0)
     torch.testing.assert_close(apply_rope(x, p=0.5), expected, rtol=0, atol=0)
+
+
+@given(half_dim=st.integers(1, 8), seed=st.integers(0, 10_000))
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_the_pair_reader_follows_the_layout_and_round_trips(
+    layout: Layout, half_dim: int, seed: int
+) -> None:
+    dim = 2 * half_dim
+    x = torch.randn(3, dim, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    z = read_pairs(x, layout)
+    assert z.shape == (3, half_dim) and z.dtype == torch.complex128
+    first, second = (2 * torch.arange(half_dim), 2 * torch.arange(half_dim) + 1)
+    if layout == "half":
+        first, second = torch.arange(half_dim), torch.arange(half_dim) + half_dim
+    assert torch.equal(z.real, x[:, first]) and torch.equal(z.imag, x[:, second])
+    assert torch.equal(write_pairs(z, layout), x)
+    # the half layout reads the layout-permuted vector as the interleaved one reads x
+    if layout == "half":
+        assert torch.equal(read_pairs(x[:, layout_permutation(dim)], "half"), read_pairs(x))
+    # RoPE is multiplication of each pair by e^{i m theta_k}, in either layout
+    rotated = apply_rope(x[None], torch.full((1, 3), 7), layout=layout)[0]
+    phase = torch.polar(torch.ones(half_dim, dtype=torch.float64), 7 * frequencies(dim))
+    torch.testing.assert_close(read_pairs(rotated, layout), z * phase)
+
+
+def test_the_pair_reader_refuses_what_it_cannot_read() -> None:
+    with pytest.raises(TypeError, match="float32 or float64"):
+        read_pairs(torch.ones(2, 4, dtype=torch.bfloat16))
+    with pytest.raises(ValueError, match="even"):
+        read_pairs(torch.ones(3, 5))
+    with pytest.raises(TypeError, match="complex"):
+        write_pairs(torch.ones(3, 4))
+    with pytest.raises(ValueError, match="layout"):
+        read_pairs(torch.ones(3, 4), "interleave")  # type: ignore[arg-type]
+
+
+def test_a_rope_spec_is_the_short_forms_with_its_settings_bound() -> None:
+    x = random_features(2, 3, 10, 16, seed=1)
+    positions = torch.arange(10).expand(2, 1, 10) + torch.tensor([[[0]], [[500]]])
+    for spec, settings in (
+        (Rope(16), {}),
+        (Rope(16, base=100.0, layout="half", p=0.5), {"base": 100.0, "layout": "half", "p": 0.5}),
+    ):
+        assert torch.equal(spec.apply(x), apply_rope(x, **settings))
+        assert torch.equal(spec.apply(x, positions), apply_rope(x, positions, **settings))
+        assert torch.equal(
+            spec.theta, frequencies(16, settings.get("base", 10000.0), p=settings.get("p", 1.0))
+        )
+        assert torch.equal(
+            spec.angles(torch.tensor([3])),
+            rotation_angles(
+                torch.tensor([3]), 16, **{k: v for k, v in settings.items() if k != "layout"}
+            ),
+        )
+        q, k = x[0, 0, 0], x[0, 0, 1]
+        distances = torch.arange(0, 50, 7)
+        assert torch.equal(
+            spec.score_at_distance(q, k, distances), score_at_distance(q, k, distances, **settings)
+        )
+        assert torch.equal(spec.pairs(x), read_pairs(x, spec.layout))
+
+
+def test_a_rope_spec_from_any_frequency_vector() -> None:
+    theta = [1.0, 0.1, 0.0]
+    for given_theta in (theta, tuple(theta), torch.tensor(theta, dtype=torch.float64)):
+        spec = Rope.from_theta(given_theta, layout="half", attention_factor=1.5)
+        assert spec.dim == 6 and spec.base is None and spec.p is None
+        assert torch.equal(spec.theta, torch.tensor(theta, dtype=torch.float64))
+        assert spec == Rope.from_theta(theta, layout="half", attention_factor=1.5)
+    x = random_features(1, 1, 5, 6, seed=2)
+    float64_theta = torch.tensor(theta, dtype=torch.float64)
+    assert torch.equal(Rope.from_theta(theta).apply(x), apply_rope(x, theta=float64_theta))
+    assert "custom frequencies" in Rope.from_theta(theta).describe()
+
+
+def test_rope_specs_compare_by_what_they_compute_and_cannot_change() -> None:
+    ladder = Rope(8, base=100.0)
+    assert ladder == Rope.from_theta(frequencies(8, 100.0))  # the same frequencies
+    assert len({ladder, Rope.from_theta(frequencies(8, 100.0))}) == 1
+    assert ladder != Rope(8, base=100.0, layout="half")
+    assert ladder != Rope(8, base=100.0, attention_factor=1.1)
+    with pytest.raises(AttributeError, match="immutable"):
+        ladder.layout = "half"  # type: ignore[misc]
+    copy = ladder.theta
+    copy[0] = 5.0
+    assert ladder.theta[0] == 1.0  # theta hands out a copy
+    assert repr(ladder) == "Rope(8, base=100, layout='interleaved', p=1, attention_factor=1)"
+    assert ladder.describe() == (
+        "RoPE, d = 8, base 100, p = 1 (4 of 4 pairs rotate), interleaved layout, attention factor 1"
+    )
+
+
+@pytest.mark.parametrize(
+    ("build", "error", "match"),
+    [
+        (lambda: Rope(7), ValueError, "even"),
+        (lambda: Rope(8, base=1.0), ValueError, "base"),
+        (lambda: Rope(8, p=1.5), ValueError, "p"),
+        (lambda: Rope(8, layout="halves"), ValueError, "layout"),
+        (lambda: Rope(8, attention_factor=0.0), ValueError, "attention_factor"),
+        (lambda: Rope(8, attention_factor=True), ValueError, "attention_factor"),
+        (lambda: Rope.from_theta([]), TypeError, "theta"),
+        (lambda: Rope.from_theta("1.0"), TypeError, "theta"),
+        (lambda: Rope.from_theta([1.0, -0.1]), ValueError, "theta"),
+        (lambda: Rope.from_theta([1.0, float("nan")]), ValueError, "theta"),
+        (lambda: Rope.from_theta(torch.ones(2, 2)), ValueError, "shape"),
+    ],
+)
+def test_bad_rope_specs_are_refused(build: object, error: type[Exception], match: str) -> None:
+    with pytest.raises(error, match=match):
+        build()  # type: ignore[operator]
