@@ -647,7 +647,5 @@ def retnet_effective_decays(n_heads: int, head_dim: int, base: float = 10000.0) 
         Complex128 tensor ``(H * D/2,)``, head by head.
     """
     gammas = retnet_decays(n_heads).double()  # (H,)
-    phase = torch.polar(
-        torch.ones(head_dim // 2, dtype=torch.float64), -frequencies(head_dim, base)
-    )
+    phase = vo_rope_decay(1.0, head_dim, base)  # e^{-i theta_k}, (D/2,)
     return (gammas[:, None] * phase).flatten()  # (H * D/2,)
