@@ -7,6 +7,8 @@ from pathlib import Path
 
 import torch
 
+from rope_lessons import apply_rope
+
 README = Path(__file__).resolve().parents[1] / "README.md"
 
 
@@ -14,7 +16,7 @@ def test_readme_experiment_examples_run() -> None:
     text = README.read_text(encoding="utf-8")
     section = text.split("## Use it in your own experiment", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```python\n(.*?)```", section, re.S)
-    assert len(blocks) == 2, "the section shows an attention example and a training example"
+    assert len(blocks) == 3, "the section shows attention, the Rope spec and a training run"
     source = "\n".join(blocks)
     assert "steps=200" in source
     namespace: dict[str, object] = {}
@@ -23,3 +25,9 @@ def test_readme_experiment_examples_run() -> None:
     assert isinstance(q_rot, torch.Tensor) and q_rot.shape == (2, 4, 128, 64)
     scores = namespace["scores"]
     assert isinstance(scores, torch.Tensor) and scores.shape == (100,)
+    # the spec is the short form with its settings bound
+    k_llama, k, positions = namespace["k_llama"], namespace["k"], namespace["positions"]
+    assert isinstance(k_llama, torch.Tensor) and isinstance(k, torch.Tensor)
+    assert isinstance(positions, torch.Tensor)
+    expected = apply_rope(k, positions, base=500_000.0, layout="half")
+    assert torch.equal(k_llama, expected)
