@@ -77,7 +77,7 @@ def test_float32_inputs_stay_float32() -> None:
     ("kwargs", "error", "word"),
     [
         ({"rope": "qo"}, ValueError, "rope must be one of"),
-        ({"k": torch.zeros(B, H, T + 1, D)}, ValueError, "q and k must have the same shape"),
+        ({"k": torch.zeros(B, H, T, D + 2)}, ValueError, "same batch and head dimension"),
         ({"v": torch.zeros(B, H, T + 1, D)}, ValueError, "v must match k"),
         ({"q": torch.zeros(H, T, D)}, ValueError, "q must have shape"),
         ({"v": torch.zeros(B, H, T, D, dtype=torch.long)}, TypeError, "v must have a floating"),
