@@ -23,3 +23,7 @@ def test_readme_experiment_examples_run() -> None:
     assert isinstance(q_rot, torch.Tensor) and q_rot.shape == (2, 4, 128, 64)
     scores = namespace["scores"]
     assert isinstance(scores, torch.Tensor) and scores.shape == (100,)
+    step, placed = namespace["step"], namespace["placed"]
+    assert isinstance(step, torch.Tensor) and step.shape == (2, 8, 1, 64)
+    assert isinstance(placed, torch.Tensor)
+    torch.testing.assert_close(placed, step)
