@@ -137,8 +137,11 @@ def check_positions(
     negation and products cannot wrap around in a narrow dtype); bool,
     floating and complex tensors are refused. With ``leading_shape`` (the
     shape of the features without their last dimension, ``(..., T)``) the
-    positions must broadcast to exactly that shape. ``shape_for_errors`` is
-    the shape the caller passed, when it differs from the checked one.
+    positions must broadcast to exactly that shape, with one exception: for
+    ``(B, H, T)`` (features ``(B, H, T, d)``), 2-D positions are read as
+    ``(B, T)``, i.e. ``positions[:, None, :]`` (see :func:`_batch_rows`), and
+    are returned so reshaped. ``shape_for_errors`` is the shape the caller
+    passed, when it differs from the checked one.
     """
     if not isinstance(positions, torch.Tensor):
         raise TypeError(f"{name} must be an integer torch.Tensor, got {type(positions).__name__}")
@@ -150,16 +153,45 @@ def check_positions(
             f"got {positions.dtype}"
         )
     if leading_shape is not None:
+        shown = shape_for_errors if shape_for_errors is not None else tuple(positions.shape)
+        if len(leading_shape) == 3 and positions.ndim == 2:
+            positions = _batch_rows(positions, leading_shape, name, shown)
         try:
             broadcast: torch.Size | None = torch.broadcast_shapes(positions.shape, leading_shape)
         except RuntimeError:
             broadcast = None
         if broadcast != leading_shape:
-            shown = shape_for_errors if shape_for_errors is not None else tuple(positions.shape)
             raise ValueError(
                 f"{name} of shape {shown} do not broadcast to (..., seq) = {tuple(leading_shape)}"
             )
     return positions.to(torch.int64)
+
+
+def _batch_rows(
+    positions: torch.Tensor, leading_shape: torch.Size, name: str, shown: tuple[int, ...]
+) -> torch.Tensor:
+    """2-D positions for ``(B, H, T, d)`` features, read as ``(B, T)``: ``positions[:, None, :]``.
+
+    This is Hugging Face's convention (``position_ids`` of shape ``(B, T)``)
+    and :class:`~rope_lessons.model.TinyTransformer`'s. Broadcasting by
+    NumPy's rules would instead read ``(X, T)`` as per-head positions when
+    ``X == H``, and the two readings collide when ``B == H``: the batch rule
+    wins, always. A first dimension of 1 means the same either way and is
+    kept as it is. Any other first dimension (``H`` included, when it is not
+    ``B``) is refused: per-head positions are passed 3-D, ``(1, H, T)`` or
+    ``(B, H, T)``.
+    """
+    batch, heads, seq = leading_shape
+    rows = positions.shape[0]
+    if rows == 1:
+        return positions
+    if rows == batch:
+        return positions[:, None, :]
+    raise ValueError(
+        f"{name} of shape {shown}: 2-D positions for (batch, heads, seq) = "
+        f"{tuple(leading_shape)} features are read as (batch, seq) = ({batch}, {seq}); "
+        f"pass per-head positions 3-D, as (1, heads, seq) = (1, {heads}, {seq})"
+    )
 
 
 def check_theta(theta: object, dim: int) -> torch.Tensor:

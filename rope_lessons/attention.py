@@ -24,6 +24,28 @@ The rotations themselves live in :func:`rotate_inputs` and
 (linear attention, a recurrence) reuses exactly the same placements.
 
 Shapes: ``B`` batch, ``H`` heads, ``T`` sequence length, ``D`` head dimension.
+
+Attention as used in inference (:func:`attention`):
+
+* queries ``(B, H, T_q, D)`` and keys and values ``(B, H_kv, T_k, D)`` may
+  differ in length (a decode step against a cache: ``T_q = 1``) and in
+  heads: grouped-query (GQA) and multi-query (MQA, ``H_kv = 1``) attention
+  share key and value head ``j`` among query heads ``j * H/H_kv .. (j+1) *
+  H/H_kv - 1``, as Hugging Face's ``repeat_kv`` and PyTorch's ``enable_gqa``;
+* positions: ``positions`` is shared by queries and keys (it needs
+  ``T_q == T_k``); ``q_positions`` and ``k_positions`` give each its own
+  (never together with ``positions``). By default the keys sit at ``0 ..
+  T_k-1`` and the queries at the *end* of the keys, ``T_k-T_q .. T_k-1``:
+  the last ``T_q`` tokens of the sequence the cache holds;
+* rotations: ``q`` turns by the query positions, ``k`` and ``v`` by the key
+  positions, and ``o`` turns each output back by its *query* position;
+* the causal mask: by index with default or shared positions, aligned with
+  the end of the keys (query ``i`` sees keys ``0 .. T_k-T_q+i``; with
+  ``T_q == T_k`` this is the usual lower triangle). With ``q_positions`` or
+  ``k_positions`` it follows the positions instead: key ``n`` is visible to
+  query ``m`` iff ``k_position[n] <= q_position[m]`` (equal positions
+  included). For default positions the two rules agree. A query that would
+  see no key at all is refused, rather than given an undefined output.
 """
 
 from __future__ import annotations
@@ -34,6 +56,7 @@ from typing import Literal, get_args, overload
 
 import torch
 import torch.nn.functional as F
+from torch.torch_version import TorchVersion
 
 from rope_lessons._checks import (
     check_base,
@@ -47,6 +70,9 @@ from rope_lessons.rope import Layout, apply_rope, resolve_theta
 Placement = Literal["nope", "q", "k", "v", "o", "qk", "vo", "qkv", "qkvo"]
 PLACEMENTS: tuple[Placement, ...] = get_args(Placement)
 RELATIVE_PLACEMENTS: tuple[Placement, ...] = ("nope", "qk", "vo", "qkvo")
+
+# ``enable_gqa`` came with torch 2.5; before it, key and value heads are repeated.
+_SDPA_HAS_GQA = TorchVersion(torch.__version__) >= "2.5"
 
 
 def check_placement(rope: object) -> Placement:
@@ -64,9 +90,16 @@ def _check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
             )
         if not t.is_floating_point():
             raise TypeError(f"{name} must have a floating dtype, got {t.dtype}")
-    if q.shape != k.shape:
+    if q.shape[0] != k.shape[0] or q.shape[-1] != k.shape[-1]:
         raise ValueError(
-            f"q and k must have the same shape, got {tuple(q.shape)} and {tuple(k.shape)}"
+            "q (B, H, T_q, D) and k (B, H_kv, T_k, D) must have the same batch and head "
+            f"dimension, got {tuple(q.shape)} and {tuple(k.shape)}"
+        )
+    if q.shape[1] % k.shape[1]:
+        raise ValueError(
+            f"the query heads H = {q.shape[1]} must be a multiple of the key and value heads "
+            f"H_kv = {k.shape[1]} (grouped-query attention), got q {tuple(q.shape)} "
+            f"and k {tuple(k.shape)}"
         )
     if v.shape[:-1] != k.shape[:-1]:
         raise ValueError(
@@ -74,12 +107,25 @@ def _check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         )
 
 
+def _as_3d(positions: torch.Tensor) -> torch.Tensor:
+    """Checked positions (broadcastable to ``(B, H, T)``) as ``(B|1, H|1, T|1)``."""
+    shape = positions.shape[-3:]
+    return positions.reshape((1,) * (3 - len(shape)) + tuple(shape))
+
+
 @dataclass(frozen=True)
 class _Rotary:
-    """A validated placement with its RoPE settings."""
+    """A validated placement with its RoPE settings and the positions of queries and keys.
+
+    ``q_positions`` and ``k_positions`` are checked int64 tensors, or None for
+    ``arange(T)`` (the cached tables). ``by_position`` says the causal mask
+    follows them (they were given as ``q_positions``/``k_positions``).
+    """
 
     placement: Placement
-    positions: torch.Tensor | None
+    q_positions: torch.Tensor | None
+    k_positions: torch.Tensor | None
+    by_position: bool
     base: float
     layout: Layout
     p: float
@@ -89,33 +135,127 @@ class _Rotary:
     def checked(
         cls,
         rope: object,
-        positions: torch.Tensor | None,
-        leading_shape: torch.Size,
-        dim: int,
+        q_shape: torch.Size,
+        k_shape: torch.Size,
+        device: torch.device,
         base: float,
         layout: object,
         p: float,
         theta: torch.Tensor | None,
+        positions: torch.Tensor | None = None,
+        q_positions: torch.Tensor | None = None,
+        k_positions: torch.Tensor | None = None,
     ) -> _Rotary:
+        """Check everything once, for ``q`` ``(B, H, T_q, D)`` and ``k`` ``(B, H_kv, T_k, D)``."""
         check_base(base)
         check_fraction(p)
-        resolve_theta(dim, base, p, theta)  # validates theta against the head dimension
+        resolve_theta(q_shape[-1], base, p, theta)  # validates theta against the head dimension
+        q_lead, k_lead = q_shape[:-1], k_shape[:-1]
+        q_len, k_len = q_lead[-1], k_lead[-1]
+        by_position = q_positions is not None or k_positions is not None
         if positions is not None:
-            positions = check_positions(positions, leading_shape)
-        return cls(check_placement(rope), positions, base, check_layout(layout), p, theta)
+            if by_position:
+                raise ValueError(
+                    "positions is shared by queries and keys: give it alone, "
+                    "or q_positions and k_positions instead"
+                )
+            if q_len != k_len:
+                raise ValueError(
+                    f"positions is shared by queries and keys, so it needs T_q == T_k, got "
+                    f"T_q = {q_len} and T_k = {k_len}: give q_positions and k_positions"
+                )
+            shared = check_positions(positions, q_lead)
+            if k_lead != q_lead:
+                check_positions(positions, k_lead)
+            q_positions = k_positions = shared
+        else:
+            if q_positions is not None:
+                q_positions = check_positions(q_positions, q_lead, name="q_positions")
+            elif q_len != k_len:  # the queries are the last T_q of the keys' positions
+                q_positions = torch.arange(k_len - q_len, k_len, device=device)
+            if k_positions is not None:
+                k_positions = check_positions(k_positions, k_lead, name="k_positions")
+        return cls(
+            check_placement(rope),
+            q_positions,
+            k_positions,
+            by_position,
+            base,
+            check_layout(layout),
+            p,
+            theta,
+        )
 
     def names(self) -> set[str]:
         """Which of q, k, v, o the placement rotates."""
         return set() if self.placement == "nope" else set(self.placement)
 
-    def turn(self, x: torch.Tensor, *, transpose: bool = False) -> torch.Tensor:
+    def turn(
+        self, x: torch.Tensor, positions: torch.Tensor | None, *, transpose: bool = False
+    ) -> torch.Tensor:
         """``R_m x`` at every position, or ``R_m^T x = R_{-m} x`` with ``transpose``."""
-        positions = self.positions
         if transpose:
             positions = -(positions if positions is not None else torch.arange(x.shape[-2]))
         return apply_rope(
             x, positions, base=self.base, layout=self.layout, p=self.p, theta=self.theta
         )
+
+    def inputs(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``q`` by the query positions, ``k`` and ``v`` by the key positions, where named."""
+        names = self.names()
+        return (
+            self.turn(q, self.q_positions) if "q" in names else q,
+            self.turn(k, self.k_positions) if "k" in names else k,
+            self.turn(v, self.k_positions) if "v" in names else v,
+        )
+
+    def output(self, out: torch.Tensor) -> torch.Tensor:
+        """Each output turned back by its query position, if the placement names ``o``."""
+        return self.turn(out, self.q_positions, transpose=True) if "o" in self.names() else out
+
+    def visible(self, q_len: int, k_len: int, heads: int, device: torch.device) -> torch.Tensor:
+        """The causal mask, True where a query may see a key.
+
+        By index, aligned with the end of the keys, ``(T_q, T_k)``; or, when
+        the positions were given as ``q_positions``/``k_positions``,
+        ``k_position <= q_position``, ``(B|1, H|1, T_q, T_k)``.
+        """
+        if not self.by_position:
+            return torch.ones(q_len, k_len, dtype=torch.bool, device=device).tril(k_len - q_len)
+        arange = torch.arange(k_len, device=device)
+        q_pos = _as_3d(self.q_positions if self.q_positions is not None else arange[-q_len:])
+        k_pos = _as_3d(self.k_positions if self.k_positions is not None else arange)
+        if k_pos.shape[1] not in (1, heads):  # per-head key positions, shared by a group
+            k_pos = k_pos.repeat_interleave(heads // k_pos.shape[1], dim=1)
+        return k_pos[..., None, :].to(device) <= q_pos[..., :, None].to(device)
+
+
+def _attend(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, is_causal: bool
+) -> torch.Tensor:
+    """The fused kernel, with key and value heads shared by groups of query heads."""
+    if k.shape[1] == q.shape[1]:
+        if mask is None:
+            return F.scaled_dot_product_attention(q, k, v, is_causal=is_causal)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    if _SDPA_HAS_GQA:
+        return F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, is_causal=is_causal, enable_gqa=True
+        )
+    k, v = _repeat_heads(k, v, q.shape[1])
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal)
+
+
+def _repeat_heads(
+    k: torch.Tensor, v: torch.Tensor, heads: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Key and value head ``j`` repeated for query heads ``j*g .. j*g + g-1``, ``g = H / H_kv``."""
+    group = heads // k.shape[1]
+    if group == 1:
+        return k, v
+    return k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
 
 
 def rotate_inputs(
@@ -125,6 +265,8 @@ def rotate_inputs(
     *,
     rope: Placement = "qk",
     positions: torch.Tensor | None = None,
+    q_positions: torch.Tensor | None = None,
+    k_positions: torch.Tensor | None = None,
     base: float = 10000.0,
     layout: Layout = "interleaved",
     p: float = 1.0,
@@ -137,22 +279,20 @@ def rotate_inputs(
     then applies the ``o`` part of the placement.
 
     Args:
-        q, k: ``(B, H, T, D)``; v: ``(B, H, T, Dv)``.
+        q: ``(B, H, T_q, D)``; k: ``(B, H_kv, T_k, D)``; v: ``(B, H_kv, T_k, Dv)``.
         rope: the placement, one of :data:`PLACEMENTS`.
-        positions: integer positions broadcastable to ``(B, H, T)``; default ``arange(T)``.
+        positions, q_positions, k_positions: as in :func:`attention`.
         base, layout, p, theta: as in :func:`~rope_lessons.rope.apply_rope`.
 
     Returns:
         ``(q, k, v)`` with the named ones rotated, the others unchanged.
     """
     _check_qkv(q, k, v)
-    rotary = _Rotary.checked(rope, positions, q.shape[:-1], q.shape[-1], base, layout, p, theta)
-    names = rotary.names()
-    return (
-        rotary.turn(q) if "q" in names else q,
-        rotary.turn(k) if "k" in names else k,
-        rotary.turn(v) if "v" in names else v,
-    )
+    rotary = _Rotary.checked(
+        rope, q.shape, k.shape, q.device, base, layout, p, theta,
+        positions, q_positions, k_positions,
+    )  # fmt: skip
+    return rotary.inputs(q, k, v)
 
 
 def rotate_output(
@@ -169,7 +309,11 @@ def rotate_output(
 
     Args:
         out: attention outputs ``(B, H, T, Dv)``.
-        rope, positions, base, layout, p, theta: as in :func:`rotate_inputs`.
+        rope: as in :func:`rotate_inputs`.
+        positions: the *query* positions, broadcastable to ``(B, H, T)``
+            (2-D means ``(B, T)``); default ``arange(T)``. After a decode step
+            give them: ``out`` alone cannot tell where its queries sit.
+        base, layout, p, theta: as in :func:`rotate_inputs`.
 
     Returns:
         ``out`` rotated back, or unchanged.
@@ -177,8 +321,10 @@ def rotate_output(
     if not isinstance(out, torch.Tensor) or out.ndim != 4:
         shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
         raise ValueError(f"out must have shape (batch, heads, seq, head_dim), got {shape}")
-    rotary = _Rotary.checked(rope, positions, out.shape[:-1], out.shape[-1], base, layout, p, theta)
-    return rotary.turn(out, transpose=True) if "o" in rotary.names() else out
+    rotary = _Rotary.checked(
+        rope, out.shape, out.shape, out.device, base, layout, p, theta, positions
+    )
+    return rotary.output(out)
 
 
 @overload
@@ -190,6 +336,8 @@ def attention(
     rope: Placement = ...,
     causal: bool = ...,
     positions: torch.Tensor | None = ...,
+    q_positions: torch.Tensor | None = ...,
+    k_positions: torch.Tensor | None = ...,
     base: float = ...,
     layout: Layout = ...,
     p: float = ...,
@@ -207,6 +355,8 @@ def attention(
     rope: Placement = ...,
     causal: bool = ...,
     positions: torch.Tensor | None = ...,
+    q_positions: torch.Tensor | None = ...,
+    k_positions: torch.Tensor | None = ...,
     base: float = ...,
     layout: Layout = ...,
     p: float = ...,
@@ -224,6 +374,8 @@ def attention(
     rope: Placement = ...,
     causal: bool = ...,
     positions: torch.Tensor | None = ...,
+    q_positions: torch.Tensor | None = ...,
+    k_positions: torch.Tensor | None = ...,
     base: float = ...,
     layout: Layout = ...,
     p: float = ...,
@@ -240,6 +392,8 @@ def attention(
     rope: Placement = "qk",
     causal: bool = True,
     positions: torch.Tensor | None = None,
+    q_positions: torch.Tensor | None = None,
+    k_positions: torch.Tensor | None = None,
     base: float = 10000.0,
     layout: Layout = "interleaved",
     p: float = 1.0,
@@ -248,36 +402,68 @@ def attention(
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     r"""Softmax attention :math:`o_m = \sum_n a_{mn} v_n` with RoPE at ``rope``.
 
+    The module docstring settles lengths, heads, positions and the mask.
+
     Args:
-        q, k: queries and keys ``(B, H, T, D)``.
-        v: values ``(B, H, T, Dv)``; ``Dv`` must be even when ``v`` or ``o``
-            is rotated.
+        q: queries ``(B, H, T_q, D)``.
+        k: keys ``(B, H_kv, T_k, D)``, ``H_kv`` dividing ``H`` (GQA; 1 for
+            MQA); ``T_k`` may differ from ``T_q`` (a decode step: ``T_q = 1``).
+        v: values ``(B, H_kv, T_k, Dv)``; ``Dv`` must be even when ``v`` or
+            ``o`` is rotated.
         rope: the placement, one of :data:`PLACEMENTS`.
-        causal: mask out keys after the query (``n > m``).
-        positions: integer positions broadcastable to ``(B, H, T)``, shared by
-            queries and keys; defaults to ``arange(T)``.
+        causal: mask out keys after the query: by index, aligned with the end
+            of the keys; by position (``k_position <= q_position``) when
+            ``q_positions`` or ``k_positions`` is given.
+        positions: integer positions shared by queries and keys (needs
+            ``T_q == T_k``), broadcastable to ``(B, H, T)``; a 2-D tensor is
+            ``(B, T)``, even when ``B == H`` (per-head positions are 3-D
+            ``(1, H, T)``). Not together with the next two.
+        q_positions: the queries' positions, broadcastable to ``(B, H, T_q)``
+            (2-D: ``(B, T_q)``); default ``T_k-T_q .. T_k-1``.
+        k_positions: the keys' (and values') positions, broadcastable to
+            ``(B, H_kv, T_k)`` (2-D: ``(B, T_k)``); default ``0 .. T_k-1``.
         base, layout, p, theta: passed to :func:`~rope_lessons.rope.apply_rope`.
         return_weights: also return the attention weights. Without them the
             fused ``torch.nn.functional.scaled_dot_product_attention`` runs.
 
     Returns:
-        The output ``(B, H, T, Dv)``, and with ``return_weights`` the weights
-        ``(B, H, T, T)`` whose rows sum to one.
+        The output ``(B, H, T_q, Dv)``, and with ``return_weights`` the
+        weights ``(B, H, T_q, T_k)`` whose rows sum to one.
+
+    Raises:
+        ValueError: for shapes that do not fit, ``positions`` given with
+            ``q_positions`` or ``k_positions`` (or with ``T_q != T_k``), and
+            a causal query that would see no key.
     """
-    q, k, v = rotate_inputs(
-        q, k, v, rope=rope, positions=positions, base=base, layout=layout, p=p, theta=theta
-    )
+    _check_qkv(q, k, v)
+    rotary = _Rotary.checked(
+        rope, q.shape, k.shape, q.device, base, layout, p, theta,
+        positions, q_positions, k_positions,
+    )  # fmt: skip
+    q_len, k_len, heads = q.shape[-2], k.shape[-2], q.shape[1]
+    mask = None  # None: the usual lower triangle, or no mask at all
+    if causal and (q_len != k_len or rotary.by_position):
+        mask = rotary.visible(q_len, k_len, heads, q.device)
+        if not bool(mask.any(-1).all()):
+            raise ValueError(
+                "causal attention with a query that sees no key (every key sits after it): "
+                f"T_q = {q_len} queries against T_k = {k_len} keys"
+                + (", with the positions given" if rotary.by_position else "")
+                + "; its output would be undefined"
+            )
+    q, k, v = rotary.inputs(q, k, v)
     if return_weights:
-        scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, T, T)
-        if causal:
+        k, v = _repeat_heads(k, v, heads)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, T_q, T_k)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        elif causal:
             seq_len = q.shape[-2]
             future = torch.ones(seq_len, seq_len, dtype=torch.bool, device=q.device).triu(1)
             scores = scores.masked_fill(future, float("-inf"))
         weights = scores.softmax(dim=-1)
-        out = weights @ v  # (B, H, T, Dv)
+        out = weights @ v  # (B, H, T_q, Dv)
     else:
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-    out = rotate_output(
-        out, rope=rope, positions=positions, base=base, layout=layout, p=p, theta=theta
-    )
+        out = _attend(q, k, v, mask, causal and mask is None)
+    out = rotary.output(out)
     return (out, weights) if return_weights else out

@@ -28,6 +28,22 @@ Shapes used in the docstrings:
 * ``...``: any leading dimensions (batch, heads);
 * ``T``: sequence length;
 * ``d``: feature (head) dimension, even; ``d/2`` rotation pairs.
+
+Positions and axes, the one place where they are settled:
+
+* features are ``(..., T, d)``: the sequence is always the second-to-last
+  axis. A tensor laid out ``(B, T, H, D)`` (Hugging Face's layout before its
+  ``transpose(1, 2)``) is accepted without error, because every shape is a
+  valid ``(..., T, d)``, but it is read with the *heads* as the sequence:
+  head ``h`` is turned by position ``h``, and all tokens of a sequence by the
+  same angles. Transpose it to ``(B, H, T, D)`` first;
+* positions broadcast to ``(..., T)`` by NumPy's rules, with one exception
+  for attention-shaped features ``(B, H, T, d)``: a 2-D position tensor is
+  read as ``(B, T)``, one row per batch element (Hugging Face's
+  ``position_ids``), the same as ``positions[:, None, :]``. This holds even
+  when ``B == H``; a first dimension that is neither ``B`` nor 1 is refused,
+  ``H`` included. Per-head positions are passed 3-D, ``(1, H, T)`` or
+  ``(B, H, T)``; ``(T,)`` is shared by every batch element and head.
 """
 
 from __future__ import annotations
@@ -464,6 +480,9 @@ def cos_sin(
     are computed afresh. Angles are formed in float64 (float32 on MPS) and only
     then rounded to ``dtype``.
 
+    Explicit positions follow :func:`apply_rope`'s rule: a 2-D tensor for a
+    3-D ``leading_shape`` ``(B, H, T)`` is read as ``(B, T)``.
+
     Returns:
         ``(cos, sin)``, each of shape ``(T, d/2)`` or ``(..., T, d/2)``.
     """
@@ -498,6 +517,10 @@ def apply_rope(
         x: features of shape ``(..., T, d)``, ``d`` even, any floating dtype.
         positions: integer tensor broadcastable to ``(..., T)``; defaults to
             ``arange(T)``. Negative positions are allowed: ``R_{-m} = R_m^T``.
+            For ``(B, H, T, d)`` input a 2-D tensor is read as ``(B, T)``
+            (per batch element, shared by the heads), even when ``B == H``;
+            per-head positions are 3-D ``(1, H, T)``. See the module's
+            "Positions and axes", which also says what ``(B, T, H, D)`` does.
         base: frequency base (10000 by default), > 1.
         layout: ``"interleaved"`` (pairs ``2k, 2k+1``) or ``"half"`` (pairs
             ``k, k + d/2``).

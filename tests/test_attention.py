@@ -7,7 +7,7 @@ import torch
 from helpers import random_features
 
 from rope_lessons.attention import PLACEMENTS, attention
-from rope_lessons.rope import apply_rope
+from rope_lessons.rope import apply_rope, cos_sin
 
 B, H, T, D = 2, 3, 7, 8
 
@@ -77,7 +77,7 @@ def test_float32_inputs_stay_float32() -> None:
     ("kwargs", "error", "word"),
     [
         ({"rope": "qo"}, ValueError, "rope must be one of"),
-        ({"k": torch.zeros(B, H, T + 1, D)}, ValueError, "q and k must have the same shape"),
+        ({"k": torch.zeros(B, H, T, D + 2)}, ValueError, "same batch and head dimension"),
         ({"v": torch.zeros(B, H, T + 1, D)}, ValueError, "v must match k"),
         ({"q": torch.zeros(H, T, D)}, ValueError, "q must have shape"),
         ({"v": torch.zeros(B, H, T, D, dtype=torch.long)}, TypeError, "v must have a floating"),
@@ -92,3 +92,55 @@ def test_bad_input_names_the_argument(kwargs: dict, error: type[Exception], word
     args = {"q": q, "k": k, "v": v} | kwargs
     with pytest.raises(error, match=word):
         attention(**args)
+
+
+# Positions as practitioners pass them: 2-D positions for (B, H, T, D) input are (B, T).
+
+
+@pytest.mark.parametrize(("batch", "heads"), [(2, 3), (3, 3), (3, 1), (1, 3)])
+def test_two_d_positions_are_read_as_batch_by_seq(batch: int, heads: int) -> None:
+    """(B, T) means positions[:, None, :] for apply_rope and attention, also when B == H."""
+    x = random_features(batch, heads, T, D, seed=1)
+    generator = torch.Generator().manual_seed(0)
+    per_batch = torch.randint(-20, 2000, (batch, T), generator=generator)
+    torch.testing.assert_close(
+        apply_rope(x, per_batch), apply_rope(x, per_batch[:, None, :]), rtol=0, atol=0
+    )
+    for rope in PLACEMENTS:
+        torch.testing.assert_close(
+            attention(x, x, x, rope=rope, positions=per_batch),
+            attention(x, x, x, rope=rope, positions=per_batch[:, None, :]),
+            rtol=0,
+            atol=0,
+        )
+    for b in range(batch):  # row b turns batch element b, every head alike
+        torch.testing.assert_close(
+            apply_rope(x, per_batch)[b], apply_rope(x[b], per_batch[b]), rtol=0, atol=0
+        )
+
+
+def test_when_batch_equals_heads_two_d_positions_are_not_per_head() -> None:
+    """The collision the rule settles: with B == H, (X, T) is per batch, never per head."""
+    x = random_features(3, 3, T, D, seed=2)
+    rows = torch.tensor([[0] * T, [100] * T, [5000] * T]) + torch.arange(T)
+    per_batch = apply_rope(x, rows)
+    per_head = apply_rope(x, rows[None])  # (1, H, T): the explicit per-head form
+    assert (per_batch - per_head).abs().max() > 1e-2
+    torch.testing.assert_close(per_head[:, 1], apply_rope(x[:, 1], rows[1]), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("call", ["apply_rope", "attention", "cos_sin"])
+def test_two_d_positions_that_fit_neither_batch_nor_one_are_refused(call: str) -> None:
+    """(H, T) with H != B once broadcast as per-head positions; now the expected shape is named."""
+    x = random_features(2, 3, T, D)
+    per_head = torch.zeros(3, T, dtype=torch.long)
+    expected = r"positions of shape \(3, 7\).*read as \(batch, seq\) = \(2, 7\).*\(1, 3, 7\)"
+    with pytest.raises(ValueError, match=expected):
+        if call == "apply_rope":
+            apply_rope(x, per_head)
+        elif call == "attention":
+            attention(x, x, x, positions=per_head)
+        else:
+            cos_sin(x.shape[:-1], D, per_head)
+    with pytest.raises(ValueError, match=r"positions of shape \(2, 6\) do not broadcast"):
+        apply_rope(x, torch.zeros(2, T - 1, dtype=torch.long))

@@ -31,3 +31,7 @@ def test_readme_experiment_examples_run() -> None:
     assert isinstance(positions, torch.Tensor)
     expected = apply_rope(k, positions, base=500_000.0, layout="half")
     assert torch.equal(k_llama, expected)
+    step, placed = namespace["step"], namespace["placed"]
+    assert isinstance(step, torch.Tensor) and step.shape == (2, 8, 1, 64)
+    assert isinstance(placed, torch.Tensor)
+    torch.testing.assert_close(placed, step)
