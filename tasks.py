@@ -126,7 +126,7 @@ def test(_: list[str]) -> None:
     start = time.perf_counter()
     run(PYTHON, "-m", "ruff", "check", ".")
     run(PYTHON, "-m", "ruff", "format", "--check", ".")
-    run(PYTHON, "-m", "mypy")  # strict on rope_lessons/ (pyproject.toml, [tool.mypy])
+    run(PYTHON, "-m", "mypy")  # strict: rope_lessons/, tests/, scripts/, tasks.py (pyproject.toml)
     run(PYTHON, "-m", "pytest", "tests", "--ignore=tests/built_site")
     took("lint and unit tests", start)
     # The cheap part of `capabilities`: the stored sweeps' prefixes under the instruction

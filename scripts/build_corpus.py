@@ -26,7 +26,8 @@ def main(tarball: str) -> None:
         def read(name: str) -> dict[str, str]:
             member = archive.extractfile(f"package/data/{name}.json")
             assert member is not None
-            return json.loads(member.read().decode("utf-8"))
+            data: dict[str, str] = json.loads(member.read().decode("utf-8"))
+            return data
 
         parts = []
         for number in range(1, 136):

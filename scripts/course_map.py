@@ -17,6 +17,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
 from matplotlib.patches import FancyBboxPatch
 
 OUTPUT = Path(__file__).resolve().parent.parent / "book" / "images" / "course_map.svg"
@@ -42,12 +43,12 @@ STAGES = [
 BOX_W, BOX_H = 2.3, 1.0
 
 
-def draw() -> plt.Figure:
+def draw() -> Figure:
     fig, ax = plt.subplots(figsize=(7.6, 6.4))
     ax.set_xlim(-0.05, 7.45)
     ax.set_ylim(-0.6, 5.6)
     ax.axis("off")
-    colours = {}
+    colours: dict[int, str] = {}
     for label, x, y, colour, chapters in STAGES:
         ax.text(x, y, label, ha="center", va="center", fontsize=11, style="italic", color="#444")
         colours |= dict.fromkeys(chapters, colour)

@@ -44,12 +44,13 @@ if "google.colab" in sys.modules:
 
 def md(text: str) -> nbformat.NotebookNode:
     """A markdown cell; the text is dedented."""
-    return nbformat.v4.new_markdown_cell(textwrap.dedent(text).strip())
+    cell: nbformat.NotebookNode = nbformat.v4.new_markdown_cell(textwrap.dedent(text).strip())
+    return cell
 
 
 def code(text: str, tags: list[str] | None = None) -> nbformat.NotebookNode:
     """A code cell; the text is dedented. ``tags`` go to the cell metadata."""
-    cell = nbformat.v4.new_code_cell(textwrap.dedent(text).strip())
+    cell: nbformat.NotebookNode = nbformat.v4.new_code_cell(textwrap.dedent(text).strip())
     if tags:
         cell.metadata["tags"] = tags
     return cell

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 from helpers import random_features
 
-from rope_lessons.attention import PLACEMENTS, attention
-from rope_lessons.rope import apply_rope, cos_sin
+from rope_lessons.attention import PLACEMENTS, Placement, attention
+from rope_lessons.rope import Layout, apply_rope, cos_sin
 
 B, H, T, D = 2, 3, 7, 8
 
@@ -19,10 +21,10 @@ def qkv(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
 
 @pytest.mark.parametrize("rope", PLACEMENTS)
 @pytest.mark.parametrize("causal", [True, False])
-def test_fused_path_equals_explicit_weights(rope: str, causal: bool) -> None:
+def test_fused_path_equals_explicit_weights(rope: Placement, causal: bool) -> None:
     q, k, v = qkv()
-    fused = attention(q, k, v, rope=rope, causal=causal)  # type: ignore[arg-type]
-    explicit, weights = attention(q, k, v, rope=rope, causal=causal, return_weights=True)  # type: ignore[arg-type]
+    fused = attention(q, k, v, rope=rope, causal=causal)
+    explicit, weights = attention(q, k, v, rope=rope, causal=causal, return_weights=True)
     torch.testing.assert_close(fused, explicit, rtol=1e-10, atol=1e-10)
     torch.testing.assert_close(weights.sum(-1), torch.ones(B, H, T, dtype=torch.float64))
     if causal:
@@ -31,19 +33,19 @@ def test_fused_path_equals_explicit_weights(rope: str, causal: bool) -> None:
 
 @pytest.mark.parametrize("rope", ["qk", "vo", "qkvo", "nope"])
 @pytest.mark.parametrize("layout", ["interleaved", "half"])
-def test_relative_placements_ignore_a_common_shift(rope: str, layout: str) -> None:
+def test_relative_placements_ignore_a_common_shift(rope: Placement, layout: Layout) -> None:
     q, k, v = qkv()
-    base_out = attention(q, k, v, rope=rope, layout=layout)  # type: ignore[arg-type]
+    base_out = attention(q, k, v, rope=rope, layout=layout)
     for shift in (1, 13, 1000, -50):
-        shifted = attention(q, k, v, rope=rope, layout=layout, positions=torch.arange(T) + shift)  # type: ignore[arg-type]
+        shifted = attention(q, k, v, rope=rope, layout=layout, positions=torch.arange(T) + shift)
         torch.testing.assert_close(shifted, base_out, rtol=1e-9, atol=1e-9)
 
 
 @pytest.mark.parametrize("rope", ["q", "k", "v", "o", "qkv"])
-def test_absolute_placements_change_under_a_shift(rope: str) -> None:
+def test_absolute_placements_change_under_a_shift(rope: Placement) -> None:
     q, k, v = qkv()
-    base_out = attention(q, k, v, rope=rope)  # type: ignore[arg-type]
-    shifted = attention(q, k, v, rope=rope, positions=torch.arange(T) + 13)  # type: ignore[arg-type]
+    base_out = attention(q, k, v, rope=rope)
+    shifted = attention(q, k, v, rope=rope, positions=torch.arange(T) + 13)
     assert (shifted - base_out).abs().max() > 1e-2
 
 
@@ -87,7 +89,9 @@ def test_float32_inputs_stay_float32() -> None:
         ({"p": 2.0}, ValueError, "p must lie in"),
     ],
 )
-def test_bad_input_names_the_argument(kwargs: dict, error: type[Exception], word: str) -> None:
+def test_bad_input_names_the_argument(
+    kwargs: dict[str, Any], error: type[Exception], word: str
+) -> None:
     q, k, v = (t.float() for t in qkv())
     args = {"q": q, "k": k, "v": v} | kwargs
     with pytest.raises(error, match=word):

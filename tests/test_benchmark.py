@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 import torch
 from helpers import random_features
@@ -74,7 +76,7 @@ def test_benchmark_refuses_a_form_that_computes_something_else(
     """The agreement check before timing can fail: a wrong form is caught by name."""
     forms = benchmark.rope_forms
 
-    def with_a_wrong_form(x: torch.Tensor, **kwargs: bool) -> dict:
+    def with_a_wrong_form(x: torch.Tensor, **kwargs: bool) -> dict[str, Callable[[], torch.Tensor]]:
         return {**forms(x, **kwargs), "wrong: the input itself": lambda: x}
 
     monkeypatch.setattr(benchmark, "rope_forms", with_a_wrong_form)

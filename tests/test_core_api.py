@@ -13,9 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rope_lessons
-from rope_lessons.attention import PLACEMENTS, attention, rotate_inputs, rotate_output
+from rope_lessons.attention import PLACEMENTS, Placement, attention, rotate_inputs, rotate_output
 from rope_lessons.model import ModelConfig, TinyTransformer
 from rope_lessons.rope import (
+    Layout,
     apply_rope,
     apply_rope_complex,
     apply_rope_loop,
@@ -30,11 +31,11 @@ layouts = st.sampled_from(["interleaved", "half"])
 
 
 def score_by_rotation(
-    q: torch.Tensor, k: torch.Tensor, m: int, r: int, **kwargs: object
+    q: torch.Tensor, k: torch.Tensor, m: int, r: int, *, layout: Layout
 ) -> torch.Tensor:
     """<R_m q, R_{m-r} k> from apply_rope itself, q and k of shape (d,)."""
-    rq = apply_rope(q[None], torch.tensor([m]), **kwargs)[0]  # type: ignore[arg-type]
-    rk = apply_rope(k[None], torch.tensor([m - r]), **kwargs)[0]  # type: ignore[arg-type]
+    rq = apply_rope(q[None], torch.tensor([m]), layout=layout)[0]
+    rk = apply_rope(k[None], torch.tensor([m - r]), layout=layout)[0]
     return rq @ rk
 
 
@@ -46,10 +47,10 @@ def score_by_rotation(
     seed=st.integers(0, 2**16),
 )
 def test_score_at_distance_is_the_rotated_dot_product(
-    half: int, m: int, r: int, layout: str, seed: int
+    half: int, m: int, r: int, layout: Layout, seed: int
 ) -> None:
     q, k = random_features(2, 2 * half, seed=seed)
-    got = score_at_distance(q, k, torch.tensor([r]), layout=layout)  # type: ignore[arg-type]
+    got = score_at_distance(q, k, torch.tensor([r]), layout=layout)
     expected = score_by_rotation(q, k, m, r, layout=layout)
     assert math.isclose(float(got[0]), float(expected), rel_tol=1e-8, abs_tol=1e-8 * half)
 
@@ -99,14 +100,14 @@ def test_score_at_distance_refuses_bad_input(
 
 @given(half=st.integers(1, 16), p=st.sampled_from([0.0, 0.25, 0.5, 1.0]), layout=layouts)
 @settings(max_examples=30)
-def test_theta_argument_equals_base_and_p(half: int, p: float, layout: str) -> None:
+def test_theta_argument_equals_base_and_p(half: int, p: float, layout: Layout) -> None:
     x = random_features(3, 5, 2 * half, seed=half)
     positions = torch.tensor([0, 7, -3, 100, 65_000])
     theta = frequencies(2 * half, 500.0, p=p)
     for pos in (None, positions):
         torch.testing.assert_close(
-            apply_rope(x, pos, theta=theta, layout=layout),  # type: ignore[arg-type]
-            apply_rope(x, pos, base=500.0, p=p, layout=layout),  # type: ignore[arg-type]
+            apply_rope(x, pos, theta=theta, layout=layout),
+            apply_rope(x, pos, base=500.0, p=p, layout=layout),
             rtol=0,
             atol=0,
         )
@@ -206,16 +207,16 @@ def test_rotate_refuses_an_unknown_layout_and_base_must_exceed_one() -> None:
 
 
 @pytest.mark.parametrize("rope", PLACEMENTS)
-def test_rotate_inputs_and_output_rebuild_attention(rope: str) -> None:
+def test_rotate_inputs_and_output_rebuild_attention(rope: Placement) -> None:
     q, k, v = random_features(3, 2, 2, 7, 8, seed=9)
-    q2, k2, v2 = rotate_inputs(q, k, v, rope=rope)  # type: ignore[arg-type]
+    q2, k2, v2 = rotate_inputs(q, k, v, rope=rope)
     weights = (
         (q2 @ k2.transpose(-2, -1) / math.sqrt(8))
         .masked_fill(torch.ones(7, 7, dtype=torch.bool).triu(1), float("-inf"))
         .softmax(-1)
     )
     # A kernel of our own (plain matrix products) between the shared rotations:
-    out = rotate_output(weights @ v2, rope=rope)  # type: ignore[arg-type]
+    out = rotate_output(weights @ v2, rope=rope)
     torch.testing.assert_close(out, attention(q, k, v, rope=rope), rtol=1e-9, atol=1e-9)
 
 

@@ -22,7 +22,7 @@ from rope_lessons.decay import (
     roformer_bound,
 )
 from rope_lessons.model import ModelConfig, TinyTransformer
-from rope_lessons.rope import frequencies, read_pairs, score_at_distance
+from rope_lessons.rope import Layout, frequencies, read_pairs, score_at_distance
 
 dims = st.integers(1, 32).map(lambda half: 2 * half)
 bases = st.sampled_from([10.0, 100.0, 10_000.0, 500_000.0])
@@ -72,11 +72,11 @@ def test_bound_keeps_the_shape_of_distances() -> None:
 
 
 @given(d=dims, base=bases, layout=layouts, seed=seeds)
-def test_abel_bound_bounds_the_score(d: int, base: float, layout: str, seed: int) -> None:
+def test_abel_bound_bounds_the_score(d: int, base: float, layout: Layout, seed: int) -> None:
     q, k = random_features(2, 4, d, seed=seed)
     distances = torch.tensor([0, 1, 2, 10, 100, 1000, 12345, 10**5])
-    score = score_at_distance(q, k, distances, base=base, layout=layout)  # type: ignore[arg-type]
-    bound = abel_bound(q, k, distances, base=base, layout=layout)  # type: ignore[arg-type]
+    score = score_at_distance(q, k, distances, base=base, layout=layout)
+    bound = abel_bound(q, k, distances, base=base, layout=layout)
     assert bound.shape == score.shape == (4, 8)
     assert bool((score.abs() <= bound * (1 + 1e-12)).all())
 
@@ -104,17 +104,19 @@ def test_abel_summation_rewrites_the_score(d: int, base: float, seed: int) -> No
     seed=seeds,
     sparse=st.booleans(),
 )
-def test_peaked_key_peaks_where_asked(d: int, r: int, layout: str, seed: int, sparse: bool) -> None:
+def test_peaked_key_peaks_where_asked(
+    d: int, r: int, layout: Layout, seed: int, sparse: bool
+) -> None:
     """Among all distances 0..10^5, the score is largest at r, and equals |q|^2 there."""
     q = random_features(d, seed=seed)
     if sparse:  # only the slowest pair is nonzero: the flattest peak there is
         slowest = [d - 2, d - 1] if layout == "interleaved" else [d // 2 - 1, d - 1]
         q = torch.zeros(d, dtype=torch.float64)
         q[slowest] = torch.tensor([0.3, -1.7], dtype=torch.float64)
-    k = peaked_key(q, r, layout=layout)  # type: ignore[arg-type]
+    k = peaked_key(q, r, layout=layout)
     assert k.shape == q.shape and k.dtype == q.dtype
     assert k.norm().item() == pytest.approx(q.norm().item(), rel=1e-12)
-    scores = score_at_distance(q, k, ALL_DISTANCES, layout=layout)  # type: ignore[arg-type]
+    scores = score_at_distance(q, k, ALL_DISTANCES, layout=layout)
     assert scores.argmax().item() == r
     assert scores[r].item() == pytest.approx(q.square().sum().item(), rel=1e-12)
     others = torch.cat((scores[:r], scores[r + 1 :]))
@@ -133,13 +135,13 @@ def test_peaked_key_handles_a_batch_of_queries() -> None:
 
 @given(d=dims, context=st.integers(1, 64), layout=layouts, seed=seeds)
 def test_attention_by_distance_is_a_row_of_causal_attention(
-    d: int, context: int, layout: str, seed: int
+    d: int, context: int, layout: Layout, seed: int
 ) -> None:
     q, k = random_features(2, d, seed=seed) * 3
-    weights = attention_by_distance(q, k, context, layout=layout)  # type: ignore[arg-type]
+    weights = attention_by_distance(q, k, context, layout=layout)
     queries = q.expand(1, 1, context, d)
     keys = k.expand(1, 1, context, d)
-    _, full = attention(queries, keys, keys, layout=layout, return_weights=True)  # type: ignore[arg-type]
+    _, full = attention(queries, keys, keys, layout=layout, return_weights=True)
     last_row = full[0, 0, -1]  # key n at distance context - 1 - n
     torch.testing.assert_close(weights, last_row.flip(-1), rtol=1e-10, atol=1e-12)
 
@@ -162,12 +164,14 @@ def test_monte_carlo_gaussian_mean_is_zero_within_its_error() -> None:
 
 
 @given(correlation=st.sampled_from([-0.5, 0.3, 0.9, 1.0]), layout=layouts)
-def test_monte_carlo_correlated_mean_is_c_times_the_trace(correlation: float, layout: str) -> None:
+def test_monte_carlo_correlated_mean_is_c_times_the_trace(
+    correlation: float, layout: Layout
+) -> None:
     d = 32
     distances = torch.tensor([0, 3, 50, 700])
     result = monte_carlo_score(
         d, distances, samples=4096, correlation=correlation, seed=1, layout=layout, chunk=1000
-    )  # type: ignore[arg-type]
+    )
     angles = distances[:, None].double() * frequencies(d)
     trace = 2 * angles.cos().sum(-1)
     assert bool(((result.mean - correlation * trace).abs() < 4.5 * result.stderr).all())

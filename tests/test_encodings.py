@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -164,13 +165,17 @@ def test_no_affine_map_shifts_binary_codes(bits: int, start: int) -> None:
     ("call", "error", "word"),
     [
         (lambda: integer(0, 4), ValueError, "n_positions"),
-        (lambda: integer(4, 2.0), TypeError, "dim"),
+        # deliberately ill-typed: the runtime check is under test
+        (lambda: integer(4, 2.0), TypeError, "dim"),  # type: ignore[arg-type]
         (lambda: sinusoidal(4, 5), ValueError, "dim must be a positive even"),
         (lambda: sinusoidal(4, 4, base=-1.0), ValueError, "base"),
-        (lambda: sinusoidal_shift_matrix(0.5, 4), TypeError, "offset"),
+        # deliberately ill-typed: the runtime check is under test
+        (lambda: sinusoidal_shift_matrix(0.5, 4), TypeError, "offset"),  # type: ignore[arg-type]
     ],
 )
-def test_bad_input_names_the_argument(call, error: type[Exception], word: str) -> None:
+def test_bad_input_names_the_argument(
+    call: Callable[[], object], error: type[Exception], word: str
+) -> None:
     with pytest.raises(error, match=word):
         call()
 

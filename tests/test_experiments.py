@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -180,7 +181,9 @@ def test_make_run_builds_a_run_for_any_task() -> None:
         (lambda: run_once(order_run("none", steps=1), seed=EVAL_SEED_OFFSET), ValueError, "seed"),
     ],
 )
-def test_bad_runs_are_refused_with_the_argument_named(call, error, words: str) -> None:
+def test_bad_runs_are_refused_with_the_argument_named(
+    call: Callable[[], object], error: type[Exception], words: str
+) -> None:
     with pytest.raises(error, match=words):
         call()
 
@@ -204,7 +207,9 @@ class FixedLogits(nn.Module):
         return self.logits.expand(*tokens.shape, -1)
 
 
-def fixed_batches(*batches: tuple[torch.Tensor, torch.Tensor]):
+def fixed_batches(
+    *batches: tuple[torch.Tensor, torch.Tensor],
+) -> Callable[[], tuple[torch.Tensor, torch.Tensor]]:
     stream = iter(batches)
     return lambda: next(stream)
 

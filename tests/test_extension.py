@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 import torch
+from helpers import attention_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -13,6 +15,7 @@ from rope_lessons.attention import attention
 from rope_lessons.corpus import CharCorpus
 from rope_lessons.extension import (
     METHODS,
+    Method,
     aggregation_sum,
     attention_entropy,
     band_edges,
@@ -55,7 +58,7 @@ DEFAULTS = {"beta_fast": 32.0, "beta_slow": 1.0, "low_freq_factor": 1.0, "high_f
 
 
 def hugging_face(
-    method: str, d: int, length: int, factor: float, extra: dict[str, float]
+    method: Method, d: int, length: int, factor: float, extra: dict[str, float]
 ) -> tuple[torch.Tensor, float]:
     """transformers' own initialisation function for ``method``, from a Llama config."""
     params: dict[str, object] = {"rope_type": method, "rope_theta": 10000.0, "factor": factor}
@@ -77,7 +80,7 @@ def hugging_face(
 @pytest.mark.parametrize("method", ["linear", "yarn", "llama3"])
 @pytest.mark.parametrize(("d", "length", "factor", "extra"), HF_CASES)
 def test_matches_hugging_face(
-    method: str, d: int, length: int, factor: float, extra: dict[str, float]
+    method: Method, d: int, length: int, factor: float, extra: dict[str, float]
 ) -> None:
     theirs, their_scale = hugging_face(method, d, length, factor, extra)
     ours, our_scale = scaled_frequencies(d, method, factor=factor, original_length=length, **extra)
@@ -112,7 +115,7 @@ def test_ntk_is_a_new_base() -> None:
     method=st.sampled_from(METHODS),
 )
 def test_every_pair_lies_between_plain_and_interpolated(
-    half: int, length: int, factor: float, method: str
+    half: int, length: int, factor: float, method: Method
 ) -> None:
     d = 2 * half
     theta, scale = scaled_frequencies(d, method, factor=factor, original_length=length)
@@ -124,7 +127,7 @@ def test_every_pair_lies_between_plain_and_interpolated(
 
 
 @pytest.mark.parametrize("method", METHODS)
-def test_factor_one_is_plain_rope(method: str) -> None:
+def test_factor_one_is_plain_rope(method: Method) -> None:
     theta, scale = scaled_frequencies(64, method, factor=1.0, original_length=128)
     torch.testing.assert_close(theta, frequencies(64))
     assert scale == 1.0
@@ -155,7 +158,7 @@ def test_yarn_attention_factor() -> None:
     ],
 )
 def test_bad_input(kwargs: dict[str, object], error: type[Exception], match: str) -> None:
-    arguments: dict[str, object] = {
+    arguments: dict[str, Any] = {  # good and deliberately bad values
         "d": 32,
         "method": "linear",
         "factor": 4.0,
@@ -261,8 +264,10 @@ def test_token_losses_average_to_evaluate() -> None:
 def test_attention_entropy_of_uniform_attention_is_log_of_keys() -> None:
     model = small_model()
     with torch.no_grad():
-        for block in model.blocks:
-            block.attn.qkv.weight[:32].zero_()  # queries 0: every causal row uniform
+        for layer in range(len(model.blocks)):
+            attention_of(model, layer).qkv.weight[
+                :32
+            ].zero_()  # queries 0: every causal row uniform
     entropy = attention_entropy(model, torch.randint(0, 11, (2, 16)))
     torch.testing.assert_close(entropy, torch.log(torch.arange(1, 17, dtype=torch.float64)))
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 import torch
 from hypothesis import given
@@ -17,7 +19,8 @@ seeds = st.integers(0, 2**16)
 
 def power(o: torch.Tensor, n: int) -> torch.Tensor:
     """O^n for any integer n (O^-1 = O^T for an orthogonal O)."""
-    return torch.linalg.matrix_power(o if n >= 0 else o.T, abs(n))
+    result: torch.Tensor = torch.linalg.matrix_power(o if n >= 0 else o.T, abs(n))
+    return result
 
 
 @given(dim=dims, proper=st.booleans(), seed=seeds)
@@ -96,6 +99,8 @@ def test_general_solution_is_block_rope_in_another_basis(dim: int, r: int, seed:
         (lambda: block_diagonalise(torch.eye(4)), ValueError, "no real eigenvalue"),
     ],
 )
-def test_bad_input_names_the_argument(call, error: type[Exception], word: str) -> None:
+def test_bad_input_names_the_argument(
+    call: Callable[[], object], error: type[Exception], word: str
+) -> None:
     with pytest.raises(error, match=word):
         call()

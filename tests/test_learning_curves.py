@@ -12,9 +12,8 @@ from rope_lessons.learning_curves import (
     checkpoint_values,
     loss_band,
     plot_live_over_stored,
-    running_mean,
 )
-from rope_lessons.training import Metrics, TrainResult
+from rope_lessons.training import Metrics, TrainResult, running_mean
 
 
 @given(

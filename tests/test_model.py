@@ -2,26 +2,28 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 
-from rope_lessons.attention import PLACEMENTS
-from rope_lessons.model import POSITION_KINDS, ModelConfig, TinyTransformer
+from rope_lessons.attention import PLACEMENTS, Placement
+from rope_lessons.model import POSITION_KINDS, ModelConfig, PositionKind, TinyTransformer
 from rope_lessons.runtime import seed_everything
 from rope_lessons.synthetic import WhichFirst, batch_sampler
 from rope_lessons.training import evaluate, train
 
 
 @pytest.mark.parametrize("position", POSITION_KINDS)
-def test_every_position_kind_runs(position: str) -> None:
-    model = TinyTransformer(ModelConfig(vocab_size=11, dim=16, n_heads=2, position=position))  # type: ignore[arg-type]
+def test_every_position_kind_runs(position: PositionKind) -> None:
+    model = TinyTransformer(ModelConfig(vocab_size=11, dim=16, n_heads=2, position=position))
     tokens = torch.randint(0, 11, (3, 9))
     assert model(tokens).shape == (3, 9, 11)
 
 
 @pytest.mark.parametrize("rope", PLACEMENTS)
-def test_every_placement_runs_and_returns_attention_maps(rope: str) -> None:
-    model = TinyTransformer(ModelConfig(vocab_size=5, dim=16, n_heads=2, n_layers=3, rope=rope))  # type: ignore[arg-type]
+def test_every_placement_runs_and_returns_attention_maps(rope: Placement) -> None:
+    model = TinyTransformer(ModelConfig(vocab_size=5, dim=16, n_heads=2, n_layers=3, rope=rope))
     logits, maps = model.attention_maps(torch.randint(0, 5, (2, 6)))
     assert logits.shape == (2, 6, 5)
     assert len(maps) == 3 and maps[0].shape == (2, 2, 6, 6)
@@ -64,7 +66,9 @@ def test_tokens_must_be_integer_batches() -> None:
         ({"n_layers": 2.0}, TypeError, "n_layers"),
     ],
 )
-def test_bad_config_names_the_field(kwargs: dict, error: type[Exception], word: str) -> None:
+def test_bad_config_names_the_field(
+    kwargs: dict[str, Any], error: type[Exception], word: str
+) -> None:
     with pytest.raises(error, match=word):
         ModelConfig(**({"vocab_size": 5} | kwargs))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -162,7 +163,8 @@ def test_mean_square_by_position_averages_all_other_axes() -> None:
         ),
         (lambda: output_mean_square(torch.zeros(3, 2), 1.0), ValueError, "weights"),
         (lambda: output_mean_square(torch.zeros(3, 3), -1.0), ValueError, "sigma"),
-        (lambda: output_mean_square(torch.zeros(3, 3), "1"), TypeError, "sigma"),
+        # deliberately ill-typed: the runtime check is under test
+        (lambda: output_mean_square(torch.zeros(3, 3), "1"), TypeError, "sigma"),  # type: ignore[arg-type]
         (lambda: position_from_first_token_weight(torch.tensor([0.0])), ValueError, "weight"),
         (
             lambda: sample_uniform_causal_mean_square(
@@ -173,6 +175,8 @@ def test_mean_square_by_position_averages_all_other_axes() -> None:
         ),
     ],
 )
-def test_bad_input_names_the_argument(call, error: type[Exception], word: str) -> None:
+def test_bad_input_names_the_argument(
+    call: Callable[[], object], error: type[Exception], word: str
+) -> None:
     with pytest.raises(error, match=word):
         call()

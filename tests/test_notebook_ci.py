@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
+from typing import cast
 
 import nbformat
 import pytest
@@ -28,12 +29,13 @@ def test_at_most_three_experiment_notebooks_get_the_longer_budget() -> None:
         assert (ROOT / "notebooks" / name).is_file(), name
 
 
-def timer_with(seconds: dict[str, float]) -> tuple[NotebookTimer, SimpleNamespace]:
+def timer_with(seconds: dict[str, float]) -> tuple[NotebookTimer, pytest.Session]:
+    # duck-typed stand-ins: only getoption and exitstatus are used
     config = SimpleNamespace(getoption=lambda name: None)
-    timer = NotebookTimer(config)
+    timer = NotebookTimer(cast(pytest.Config, config))
     for name, value in seconds.items():
         timer.runs[name] = NotebookRun(seconds=value)
-    return timer, SimpleNamespace(exitstatus=pytest.ExitCode.OK)
+    return timer, cast(pytest.Session, SimpleNamespace(exitstatus=pytest.ExitCode.OK))
 
 
 def test_a_notebook_over_twice_its_budget_fails_the_run() -> None:

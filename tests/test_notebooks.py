@@ -38,7 +38,8 @@ SETUP_CELL: str = NOTEBOOK_CELLS.SETUP_CELL
 
 
 def _read(path: Path) -> nbformat.NotebookNode:
-    return nbformat.read(path, as_version=4)
+    notebook: nbformat.NotebookNode = nbformat.read(path, as_version=4)
+    return notebook
 
 
 def _ids(paths: list[Path]) -> list[str]:

@@ -11,6 +11,8 @@ grouped-query attention, biases and partial rotary do to it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 import torch
 from helpers import random_features
@@ -46,7 +48,8 @@ def meta_rotate(x: torch.Tensor, positions: torch.Tensor, rotary_dim: int) -> to
 
 def heads(y: torch.Tensor, n_heads: int) -> torch.Tensor:
     """(T, n_heads * D) -> (n_heads, T, D)."""
-    return y.unflatten(-1, (n_heads, -1)).transpose(0, 1)
+    result: torch.Tensor = y.unflatten(-1, (n_heads, -1)).transpose(0, 1)
+    return result
 
 
 def partial_permutation(n_heads: int, head_dim: int, rotary_dim: int) -> torch.Tensor:
@@ -84,7 +87,13 @@ def test_ported_projections_give_the_same_scores_with_gqa_biases_and_partial_rot
         assert torch.equal(w_k[k_perm], permute(w_k, N_KV_HEADS))  # n_kv_heads for k
     group = N_HEADS // N_KV_HEADS  # query heads per key head
 
-    def scores(w_q, b_q, w_k, b_k, rotate) -> torch.Tensor:  # type: ignore[no-untyped-def]
+    def scores(
+        w_q: torch.Tensor,
+        b_q: torch.Tensor,
+        w_k: torch.Tensor,
+        b_k: torch.Tensor,
+        rotate: Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor],
+    ) -> torch.Tensor:
         q = rotate(heads(x @ w_q.T + b_q, N_HEADS), positions, rotary_dim)  # (H, T, D)
         k = rotate(heads(x @ w_k.T + b_k, N_KV_HEADS), positions, rotary_dim)  # (H_kv, T, D)
         return q @ k.repeat_interleave(group, dim=0).transpose(-1, -2)  # (H, T, T)

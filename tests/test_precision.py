@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -176,9 +177,11 @@ EIGHT, ONE_POSITION, HALF = torch.ones(8), torch.tensor([1]), torch.float16
     ("call", "error", "word"),
     [
         (lambda: significand_bits(torch.int32), ValueError, "dtype must be one of"),
-        (lambda: round_to_dtype([1.0], HALF), TypeError, "values must be"),
+        # deliberately ill-typed: the runtime check is under test
+        (lambda: round_to_dtype([1.0], HALF), TypeError, "values must be"),  # type: ignore[arg-type]
         (lambda: spacing_at(0.5, HALF), ValueError, "value must be"),
-        (lambda: spacing_at("1", HALF), TypeError, "value must be a number"),
+        # deliberately ill-typed: the runtime check is under test
+        (lambda: spacing_at("1", HALF), TypeError, "value must be a number"),  # type: ignore[arg-type]
         (lambda: angle_error(torch.tensor([1.0]), 8, HALF), TypeError, "positions"),
         (lambda: angle_error(torch.tensor([1]), 7, HALF), ValueError, "dim"),
         (
@@ -187,7 +190,8 @@ EIGHT, ONE_POSITION, HALF = torch.ones(8), torch.tensor([1]), torch.float16
             "same last",
         ),
         (
-            lambda: score_error(EIGHT, EIGHT, ONE_POSITION, 1.5, torch.float16),
+            # deliberately ill-typed: the runtime check is under test
+            lambda: score_error(EIGHT, EIGHT, ONE_POSITION, 1.5, torch.float16),  # type: ignore[arg-type]
             TypeError,
             "offset",
         ),
@@ -208,6 +212,8 @@ EIGHT, ONE_POSITION, HALF = torch.ones(8), torch.tensor([1]), torch.float16
         ),
     ],
 )
-def test_bad_input_names_the_argument(call, error: type[Exception], word: str) -> None:
+def test_bad_input_names_the_argument(
+    call: Callable[[], object], error: type[Exception], word: str
+) -> None:
     with pytest.raises(error, match=word):
         call()

@@ -15,6 +15,9 @@ from hypothesis import strategies as st
 from rope_lessons.attention import attention
 from rope_lessons.recurrence import (
     MIXER_KINDS,
+    ComplexDecayMixer,
+    MixerKind,
+    RealDecayMixer,
     RecurrentConfig,
     RecurrentModel,
     decay_powers,
@@ -189,8 +192,8 @@ def test_retnet_effective_decays_are_vo_rope_decays_per_head() -> None:
 
 
 @pytest.mark.parametrize("mixer", MIXER_KINDS)
-def test_models_give_the_same_logits_in_both_forms(mixer: str) -> None:
-    config = RecurrentConfig(vocab_size=11, mixer=mixer, dim=16, state=8, n_layers=2)  # type: ignore[arg-type]
+def test_models_give_the_same_logits_in_both_forms(mixer: MixerKind) -> None:
+    config = RecurrentConfig(vocab_size=11, mixer=mixer, dim=16, state=8, n_layers=2)
     torch.manual_seed(0)
     parallel = RecurrentModel(config)
     recurrent = RecurrentModel(dataclasses.replace(config, form="recurrent"))
@@ -202,8 +205,8 @@ def test_models_give_the_same_logits_in_both_forms(mixer: str) -> None:
 
 
 @pytest.mark.parametrize("mixer", MIXER_KINDS)
-def test_models_are_causal(mixer: str) -> None:
-    model = RecurrentModel(RecurrentConfig(vocab_size=7, mixer=mixer, dim=16, state=4))  # type: ignore[arg-type]
+def test_models_are_causal(mixer: MixerKind) -> None:
+    model = RecurrentModel(RecurrentConfig(vocab_size=7, mixer=mixer, dim=16, state=4))
     tokens = torch.randint(0, 7, (2, 12))
     changed = tokens.clone()
     changed[:, 8:] = (changed[:, 8:] + 1) % 7
@@ -214,11 +217,13 @@ def test_initial_decays_lie_on_the_ring() -> None:
     torch.manual_seed(0)
     config = RecurrentConfig(vocab_size=5, mixer="complex", state=256, r_min=0.8, r_max=0.95)
     mixer = RecurrentModel(config).blocks[0].mixer
+    assert isinstance(mixer, ComplexDecayMixer)
     modulus = mixer.decay().abs()
     assert modulus.min() >= 0.8 - 1e-6 and modulus.max() <= 0.95 + 1e-6
     # LRU's normalisation: gamma^2 = 1 - |lambda|^2, so a unit input keeps a unit stationary power
     torch.testing.assert_close(mixer.log_gamma.exp() ** 2, 1 - modulus.detach() ** 2)
     real = RecurrentModel(dataclasses.replace(config, mixer="real")).blocks[0].mixer
+    assert isinstance(real, RealDecayMixer)
     assert real.decay().shape == (512,) and not real.decay().is_complex()
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -37,9 +38,11 @@ layouts = st.sampled_from(["interleaved", "half"])
 seeds = st.integers(0, 2**16)
 
 
-def at(x: torch.Tensor, position: int, **kwargs: object) -> torch.Tensor:
+def at(
+    x: torch.Tensor, position: int, *, base: float = 10000.0, layout: Layout = "interleaved"
+) -> torch.Tensor:
     """Rotate a single vector ``x`` of shape ``(d,)`` as if it stood at ``position``."""
-    return apply_rope(x[None], torch.tensor([position]), **kwargs)[0]  # type: ignore[arg-type]
+    return apply_rope(x[None], torch.tensor([position]), base=base, layout=layout)[0]
 
 
 def test_frequencies_follow_the_formula() -> None:
@@ -51,7 +54,7 @@ def test_frequencies_follow_the_formula() -> None:
 
 @given(dim=dims, m=positions, n=positions, base=bases, layout=layouts, seed=seeds)
 def test_score_depends_only_on_relative_position(
-    dim: int, m: int, n: int, base: float, layout: str, seed: int
+    dim: int, m: int, n: int, base: float, layout: Layout, seed: int
 ) -> None:
     """<R_m q, R_n k> = <q, R_{n-m} k>."""
     q, k = random_features(2, dim, seed=seed)
@@ -62,7 +65,7 @@ def test_score_depends_only_on_relative_position(
 
 @given(dim=dims, m=positions, n=positions, shift=positions, layout=layouts, seed=seeds)
 def test_score_is_invariant_to_a_common_shift(
-    dim: int, m: int, n: int, shift: int, layout: str, seed: int
+    dim: int, m: int, n: int, shift: int, layout: Layout, seed: int
 ) -> None:
     q, k = random_features(2, dim, seed=seed)
     before = at(q, m, layout=layout) @ at(k, n, layout=layout)
@@ -71,7 +74,7 @@ def test_score_is_invariant_to_a_common_shift(
 
 
 @given(dim=dims, m=st.integers(-(10**9), 10**9), layout=layouts, seed=seeds)
-def test_rotation_preserves_the_norm(dim: int, m: int, layout: str, seed: int) -> None:
+def test_rotation_preserves_the_norm(dim: int, m: int, layout: Layout, seed: int) -> None:
     x = random_features(dim, seed=seed)
     assert math.isclose(at(x, m, layout=layout).norm(), x.norm(), rel_tol=1e-12)
 
@@ -141,7 +144,7 @@ def test_position_zero_is_the_identity() -> None:
 
 
 @pytest.mark.parametrize("layout", ["interleaved", "half"])
-def test_default_positions_are_arange_and_cached_tables_agree(layout: str) -> None:
+def test_default_positions_are_arange_and_cached_tables_agree(layout: Layout) -> None:
     """The cached path (no positions) against the matrix form, built afresh and from the cache."""
     x = random_features(2, 4, 9, 12)
     perm = layout_permutation(12) if layout == "half" else torch.arange(12)
@@ -150,14 +153,14 @@ def test_default_positions_are_arange_and_cached_tables_agree(layout: str) -> No
     rope_module._cached_cos_sin.cache_clear()
     rope_module._cached_phase.cache_clear()
     for _ in ("built", "cached"):
-        out = apply_rope(x, layout=layout)  # type: ignore[arg-type]
+        out = apply_rope(x, layout=layout)
         torch.testing.assert_close(out, expected, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("layout", ["interleaved", "half"])
 @pytest.mark.parametrize("first", ["inference", "grad"])
 def test_cached_tables_serve_inference_mode_and_autograd_in_either_order(
-    layout: str, first: str
+    layout: Layout, first: str
 ) -> None:
     """A table first built under inference_mode must not break a later backward, and back."""
     rope_module._cached_cos_sin.cache_clear()
@@ -166,12 +169,12 @@ def test_cached_tables_serve_inference_mode_and_autograd_in_either_order(
 
     def with_grad() -> None:
         leaf = x.clone().requires_grad_(True)
-        apply_rope(leaf, layout=layout).square().sum().backward()  # type: ignore[arg-type]
+        apply_rope(leaf, layout=layout).square().sum().backward()
         assert leaf.grad is not None and leaf.grad.isfinite().all()
 
     def in_inference() -> None:
         with torch.inference_mode():
-            out = apply_rope(x, layout=layout)  # type: ignore[arg-type]
+            out = apply_rope(x, layout=layout)
         torch.testing.assert_close(out.norm(dim=-1), x.norm(dim=-1))
 
     order = (in_inference, with_grad) if first == "inference" else (with_grad, in_inference)
@@ -187,7 +190,7 @@ def test_positions_broadcast_over_batch_and_heads() -> None:
 
 
 @given(dim=dims, m=positions, layout=layouts, seed=seeds)
-def test_negative_position_undoes_the_rotation(dim: int, m: int, layout: str, seed: int) -> None:
+def test_negative_position_undoes_the_rotation(dim: int, m: int, layout: Layout, seed: int) -> None:
     """R_{-m} = R_m^T = R_m^{-1}."""
     x = random_features(dim, seed=seed)
     torch.testing.assert_close(at(at(x, m, layout=layout), -m, layout=layout), x)
@@ -195,7 +198,7 @@ def test_negative_position_undoes_the_rotation(dim: int, m: int, layout: str, se
 
 @pytest.mark.parametrize("p", [0.0, 0.25, 0.5, 0.75, 1.0])
 @pytest.mark.parametrize("layout", ["interleaved", "half"])
-def test_p_rope_keeps_the_highest_frequencies_rotating(p: float, layout: str) -> None:
+def test_p_rope_keeps_the_highest_frequencies_rotating(p: float, layout: Layout) -> None:
     dim, kept = 16, rotating_pairs(16, p)
     assert kept == int(p * 8)
     theta = frequencies(dim, p=p)
@@ -446,7 +449,7 @@ def test_turn_gradients_in_every_argument() -> None:
     x2.requires_grad_(True)
 
     def stacked(*args: torch.Tensor) -> torch.Tensor:
-        return torch.stack(turn(*args))  # type: ignore[arg-type]
+        return torch.stack(turn(*args))
 
     assert torch.autograd.gradcheck(stacked, (x1, x2, cos, sin))
     assert torch.autograd.gradgradcheck(stacked, (x1, x2, cos, sin))
@@ -476,8 +479,10 @@ def test_turn_matches_the_formula_with_floats_and_tensors() -> None:
         (lambda: apply_rope(torch.zeros(3, 7)), ValueError, "last dimension of x"),
         (lambda: apply_rope(torch.zeros(8)), ValueError, "x must have shape"),
         (lambda: apply_rope(torch.zeros(3, 8, dtype=torch.long)), TypeError, "floating"),
-        (lambda: apply_rope([[0.0, 1.0]]), TypeError, "x must be a torch.Tensor"),
-        (lambda: apply_rope(torch.zeros(3, 8), layout="neox"), ValueError, "layout"),
+        # deliberately ill-typed: the runtime check is under test
+        (lambda: apply_rope([[0.0, 1.0]]), TypeError, "x must be a torch.Tensor"),  # type: ignore[arg-type]
+        # deliberately ill-typed: the runtime check is under test
+        (lambda: apply_rope(torch.zeros(3, 8), layout="neox"), ValueError, "layout"),  # type: ignore[arg-type]
         (lambda: apply_rope(torch.zeros(3, 8), p=1.5), ValueError, "p must lie in"),
         (lambda: apply_rope(torch.zeros(3, 8), p=-0.1), ValueError, "p must lie in"),
         (lambda: apply_rope(torch.zeros(3, 8), base=0.0), ValueError, "base"),
@@ -488,15 +493,20 @@ def test_turn_matches_the_formula_with_floats_and_tensors() -> None:
             ValueError,
             "do not broadcast",
         ),
-        (lambda: apply_rope(torch.zeros(3, 8), [0, 1, 2]), TypeError, "positions must be"),
+        # deliberately ill-typed: the runtime check is under test
+        (lambda: apply_rope(torch.zeros(3, 8), [0, 1, 2]), TypeError, "positions must be"),  # type: ignore[arg-type]
         (lambda: frequencies(7), ValueError, "dim must be a positive even"),
-        (lambda: frequencies(8.0), TypeError, "dim must be an int"),
-        (lambda: rotation_matrix(1.5, 8), TypeError, "position must be an int"),
+        # deliberately ill-typed: the runtime check is under test
+        (lambda: frequencies(8.0), TypeError, "dim must be an int"),  # type: ignore[arg-type]
+        # deliberately ill-typed: the runtime check is under test
+        (lambda: rotation_matrix(1.5, 8), TypeError, "position must be an int"),  # type: ignore[arg-type]
         (lambda: layout_permutation(0), ValueError, "dim"),
         (lambda: apply_rope_complex(torch.zeros(3, 5)), ValueError, "last dimension"),
     ],
 )
-def test_bad_input_names_the_argument(call, error: type[Exception], word: str) -> None:
+def test_bad_input_names_the_argument(
+    call: Callable[[], object], error: type[Exception], word: str
+) -> None:
     with pytest.raises(error, match=word):
         call()
 
@@ -518,7 +528,7 @@ THETA = frequencies(8, p=0.5)
         (lambda: cos_sin((3,), 8, base=500.0, theta=THETA), "base"),
     ],
 )
-def test_a_base_or_p_that_theta_overrides_is_refused(call, word: str) -> None:
+def test_a_base_or_p_that_theta_overrides_is_refused(call: Callable[[], object], word: str) -> None:
     # theta replaces the ladder: a base or p beside it used to be accepted and ignored
     with pytest.raises(ValueError, match=rf"{word}.*theta.*overrides"):
         call()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -11,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rope_lessons.general_solution import random_orthogonal
-from rope_lessons.rope import apply_rope
+from rope_lessons.rope import Layout, apply_rope
 from rope_lessons.rope2d import (
     apply_rope_2d,
     apply_rope_2d_general,
@@ -27,9 +28,9 @@ layouts = st.sampled_from(["interleaved", "half"])
 seeds = st.integers(0, 2**16)
 
 
-def at(x: torch.Tensor, column: int, row: int, **kwargs: object) -> torch.Tensor:
+def at(x: torch.Tensor, column: int, row: int, *, layout: Layout = "interleaved") -> torch.Tensor:
     """Rotate one vector ``(d,)`` as if it stood at (column, row)."""
-    return apply_rope_2d(x[None], torch.tensor([column]), torch.tensor([row]), **kwargs)[0]  # type: ignore[arg-type]
+    return apply_rope_2d(x[None], torch.tensor([column]), torch.tensor([row]), layout=layout)[0]
 
 
 @given(
@@ -42,7 +43,7 @@ def at(x: torch.Tensor, column: int, row: int, **kwargs: object) -> torch.Tensor
     seed=seeds,
 )
 def test_score_depends_only_on_the_2d_offset(
-    dim: int, x1: int, y1: int, x2: int, y2: int, layout: str, seed: int
+    dim: int, x1: int, y1: int, x2: int, y2: int, layout: Layout, seed: int
 ) -> None:
     """<R_(x1,y1) q, R_(x2,y2) k> = <q, R_(x2-x1, y2-y1) k>."""
     q, k = random_features(2, dim, seed=seed)
@@ -63,7 +64,7 @@ def test_matrix_form_equals_the_elementwise_form(
 
 @given(dim=dims_2d, column=coordinates, row=coordinates, layout=layouts, seed=seeds)
 def test_2d_rotation_preserves_the_norm(
-    dim: int, column: int, row: int, layout: str, seed: int
+    dim: int, column: int, row: int, layout: Layout, seed: int
 ) -> None:
     x = random_features(dim, seed=seed)
     assert math.isclose(at(x, column, row, layout=layout).norm(), x.norm(), rel_tol=1e-12)
@@ -117,7 +118,7 @@ def test_flattened_1d_rope_confuses_offsets_that_2d_rope_separates() -> None:
 
 
 def general_at(
-    x: torch.Tensor, column: int, row: int, freqs: tuple[torch.Tensor, torch.Tensor], layout: str
+    x: torch.Tensor, column: int, row: int, freqs: tuple[torch.Tensor, torch.Tensor], layout: Layout
 ) -> torch.Tensor:
     """Rotate one vector ``(d,)`` by the per-pair angles column * a + row * b."""
     return apply_rope_2d_general(
@@ -125,7 +126,7 @@ def general_at(
         torch.tensor([column]),
         torch.tensor([row]),
         *freqs,
-        layout=layout,  # type: ignore[arg-type]
+        layout=layout,
     )[0]
 
 
@@ -161,7 +162,7 @@ def test_mixed_frequencies_golden_values() -> None:
     seed=seeds,
 )
 def test_mixed_frequencies_give_scores_of_the_offset_alone(
-    dim: int, x1: int, y1: int, x2: int, y2: int, layout: str, direction: float, seed: int
+    dim: int, x1: int, y1: int, x2: int, y2: int, layout: Layout, direction: float, seed: int
 ) -> None:
     q, k = random_features(2, dim, seed=seed)
     freqs = mixed_frequencies(dim, direction=direction)
@@ -188,7 +189,10 @@ def test_non_commuting_generators_break_the_2d_requirement() -> None:
     a, b = (random_orthogonal(4, generator=generator) for _ in range(2))
 
     def rotation(column: int, row: int) -> torch.Tensor:
-        return torch.linalg.matrix_power(a, column) @ torch.linalg.matrix_power(b, row)
+        result: torch.Tensor = torch.linalg.matrix_power(a, column) @ torch.linalg.matrix_power(
+            b, row
+        )
+        return result
 
     assert not torch.allclose(a @ b, b @ a)
     lhs = rotation(0, 1).T @ rotation(1, 0)  # B^-1 A; would be R(1, -1) = A B^-1 if relative
@@ -233,15 +237,19 @@ X, THREE = torch.zeros(3, 8), torch.arange(3)
             "do not broadcast",
         ),
         (
-            lambda: apply_rope_2d(X, THREE, THREE, layout="x"),
+            # deliberately ill-typed: the runtime check is under test
+            lambda: apply_rope_2d(X, THREE, THREE, layout="x"),  # type: ignore[arg-type]
             ValueError,
             "layout",
         ),
         (lambda: rotation_matrix_2d(0, 0, 6), ValueError, "multiple of 4"),
-        (lambda: rotation_matrix_2d(0, 0, 8.0), TypeError, "dim must be an int"),
+        # deliberately ill-typed: the runtime check is under test
+        (lambda: rotation_matrix_2d(0, 0, 8.0), TypeError, "dim must be an int"),  # type: ignore[arg-type]
         (lambda: grid_positions(0, 3), ValueError, "height"),
     ],
 )
-def test_bad_input_names_the_argument(call, error: type[Exception], word: str) -> None:
+def test_bad_input_names_the_argument(
+    call: Callable[[], object], error: type[Exception], word: str
+) -> None:
     with pytest.raises(error, match=word):
         call()

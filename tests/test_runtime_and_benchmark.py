@@ -28,7 +28,9 @@ def test_preset_follows_the_device_unless_overridden(monkeypatch: pytest.MonkeyP
         choose_preset(torch.device("cpu"))
 
 
-def test_setup_returns_the_chosen_settings(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+def test_setup_returns_the_chosen_settings(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv(PRESET_ENV, "cpu")
     settings, device = setup({"cpu": {"steps": 1}, "gpu": {"steps": 2}}, seed=3)
     assert settings == {"steps": 1} and isinstance(device, torch.device)

@@ -6,13 +6,13 @@ import math
 
 import pytest
 import torch
-from helpers import random_features
+from helpers import attention_of, random_features
 from hypothesis import given
 from hypothesis import strategies as st
 
 from rope_lessons.attention import attention
 from rope_lessons.model import ModelConfig, TinyTransformer
-from rope_lessons.rope import apply_rope, frequencies, layout_permutation
+from rope_lessons.rope import Layout, apply_rope, frequencies, layout_permutation
 from rope_lessons.spectrum import (
     ablate_pairs,
     diagonal_head,
@@ -33,20 +33,20 @@ seeds = st.integers(0, 2**16)
 
 
 @given(dim=dims, layout=layouts, seed=seeds)
-def test_pair_norms_squared_sum_to_the_squared_norm(dim: int, layout: str, seed: int) -> None:
+def test_pair_norms_squared_sum_to_the_squared_norm(dim: int, layout: Layout, seed: int) -> None:
     x = random_features(3, 5, dim, seed=seed)
-    norms = pair_norms(x, layout)  # type: ignore[arg-type]
+    norms = pair_norms(x, layout)
     assert norms.shape == (3, 5, dim // 2)
     torch.testing.assert_close((norms**2).sum(-1), (x**2).sum(-1), rtol=1e-12, atol=1e-12)
 
 
 @given(dim=dims, layout=layouts, seed=seeds, shift=st.integers(-1000, 1000))
-def test_rope_keeps_every_pair_norm(dim: int, layout: str, seed: int, shift: int) -> None:
+def test_rope_keeps_every_pair_norm(dim: int, layout: Layout, seed: int, shift: int) -> None:
     """The pairs of pair_norms are RoPE's pairs: rotation leaves each of their norms alone."""
     x = random_features(6, dim, seed=seed)
     positions = torch.arange(6) * 37 + shift
-    rotated = apply_rope(x, positions, layout=layout)  # type: ignore[arg-type]
-    torch.testing.assert_close(pair_norms(rotated, layout), pair_norms(x, layout))  # type: ignore[arg-type]
+    rotated = apply_rope(x, positions, layout=layout)
+    torch.testing.assert_close(pair_norms(rotated, layout), pair_norms(x, layout))
 
 
 def test_pair_norms_differ_from_the_wrong_layout() -> None:
@@ -104,7 +104,7 @@ def test_partial_rotary_matches_transformers_gpt_neox(fraction: float) -> None:
 
     config = GPTNeoXConfig(
         hidden_size=128, num_attention_heads=2, rotary_pct=fraction, rotary_emb_base=500.0
-    )
+    )  # type: ignore[call-arg]  # legacy names, still accepted by transformers 5
     inv_freq, _ = neox.GPTNeoXRotaryEmbedding.compute_default_rope_parameters(config)
     theta = partial_rotary_theta(64, fraction, base=500.0)
     rotated = len(inv_freq)
@@ -128,7 +128,7 @@ def test_gpt_neox_partial_rotary_is_rope_with_our_table_up_to_a_permutation(
     dim, seq_len = 64, 40
     config = GPTNeoXConfig(
         hidden_size=2 * dim, num_attention_heads=2, rotary_pct=fraction, rotary_emb_base=100.0
-    )
+    )  # type: ignore[call-arg]  # legacy names, still accepted by transformers 5
     x = random_features(1, 2, seq_len, dim, seed=3).float()
     cos, sin = neox.GPTNeoXRotaryEmbedding(config)(x, torch.arange(seq_len)[None])
     theirs, _ = neox.apply_rotary_pos_emb(x, x, cos, sin)
@@ -153,6 +153,7 @@ def test_prope_matches_transformers_proportional_rope(p: float) -> None:
         num_attention_heads=2,
         rope_parameters={"rope_type": "proportional", "rope_theta": 500.0},
     )
+    assert config.rope_parameters is not None
     config.rope_parameters["partial_rotary_factor"] = p
     inv_freq, _ = rope_utils.ROPE_INIT_FUNCTIONS["proportional"](config)
     torch.testing.assert_close(prope_theta(64, p, base=500.0), inv_freq.double(), rtol=1e-6, atol=0)
@@ -167,15 +168,13 @@ def test_partial_rotary_and_prope_differ_where_the_chapter_says() -> None:
     assert partial[7] < frequencies(64, 100.0)[-8] < prope[7]
 
 
-def _model(layout: str = "interleaved") -> TinyTransformer:
+def _model(layout: Layout = "interleaved") -> TinyTransformer:
     torch.manual_seed(0)
-    return TinyTransformer(
-        ModelConfig(vocab_size=11, dim=32, n_heads=2, rope_layout=layout)  # type: ignore[arg-type]
-    ).eval()
+    return TinyTransformer(ModelConfig(vocab_size=11, dim=32, n_heads=2, rope_layout=layout)).eval()
 
 
 @pytest.mark.parametrize("layout", ["interleaved", "half"])
-def test_ablating_every_pair_makes_attention_uniform(layout: str) -> None:
+def test_ablating_every_pair_makes_attention_uniform(layout: Layout) -> None:
     """Zero queries and keys give zero scores, hence uniform causal weights 1/(t+1)."""
     model = _model(layout)
     tokens = torch.randint(0, 11, (2, 7))
@@ -190,15 +189,15 @@ def test_ablating_every_pair_makes_attention_uniform(layout: str) -> None:
 
 def test_ablation_zeroes_exactly_the_chosen_rows_and_copies() -> None:
     model = _model()
-    original = model.blocks[0].attn.qkv.weight.clone()  # type: ignore[union-attr]
+    original = attention_of(model, 0).qkv.weight.clone()
     ablated = ablate_pairs(model, [0, 3], heads=[1])
-    weight = ablated.blocks[0].attn.qkv.weight  # type: ignore[union-attr]
+    weight = attention_of(ablated, 0).qkv.weight
     zeroed = [16 + d for d in (0, 1, 6, 7)]
     rows = zeroed + [32 + r for r in zeroed]
     assert weight[rows].eq(0).all()
     kept = [r for r in range(96) if r not in rows]
     torch.testing.assert_close(weight[kept], original[kept])
-    torch.testing.assert_close(model.blocks[0].attn.qkv.weight, original)  # type: ignore[union-attr]
+    torch.testing.assert_close(attention_of(model, 0).qkv.weight, original)
 
 
 def test_offset_attention_by_hand() -> None:
@@ -211,25 +210,27 @@ def test_offset_attention_by_hand() -> None:
 
 
 @given(dim=dims, layout=layouts, seed=seeds)
-def test_spread_vector_puts_its_norm_on_the_chosen_pairs(dim: int, layout: str, seed: int) -> None:
+def test_spread_vector_puts_its_norm_on_the_chosen_pairs(
+    dim: int, layout: Layout, seed: int
+) -> None:
     generator = torch.Generator().manual_seed(seed)
     chosen = sorted(set(torch.randint(0, dim // 2, (3,), generator=generator).tolist()))
-    norms = pair_norms(spread_vector(dim, chosen, 2.0, layout), layout)  # type: ignore[arg-type]
+    norms = pair_norms(spread_vector(dim, chosen, 2.0, layout), layout)
     expected = torch.zeros(dim // 2, dtype=torch.float64)
     expected[chosen] = 2.0 / math.sqrt(len(chosen))
     torch.testing.assert_close(norms, expected)
 
 
 @pytest.mark.parametrize("layout", ["interleaved", "half"])
-def test_hand_built_heads_are_diagonal_and_previous_token(layout: str) -> None:
+def test_hand_built_heads_are_diagonal_and_previous_token(layout: Layout) -> None:
     """Theorem 5.3 of Barbero et al.: large norm in the fast pairs gives sharp positional heads."""
     seq_len, dim, pairs = 24, 16, [0, 1, 2]
-    q, k = diagonal_head(dim, seq_len, pairs, 40.0, layout)  # type: ignore[arg-type]
+    q, k = diagonal_head(dim, seq_len, pairs, 40.0, layout)
     v = torch.zeros_like(q)
-    _, weights = attention(q, k, v, layout=layout, return_weights=True)  # type: ignore[arg-type]
+    _, weights = attention(q, k, v, layout=layout, return_weights=True)
     assert offset_attention(weights[0, 0], 0) > 0.99
-    q, k = previous_token_head(dim, seq_len, pairs, 40.0, layout=layout)  # type: ignore[arg-type]
-    _, weights = attention(q, k, v, layout=layout, return_weights=True)  # type: ignore[arg-type]
+    q, k = previous_token_head(dim, seq_len, pairs, 40.0, layout=layout)
+    _, weights = attention(q, k, v, layout=layout, return_weights=True)
     assert offset_attention(weights[0, 0], 1) > 0.99
     # Without RoPE the same queries and keys attend uniformly: the positions did the work.
     _, weights = attention(q, k, v, rope="nope", return_weights=True)
@@ -256,8 +257,10 @@ def test_a_nope_head_cannot_tell_a_repeated_token_apart(seed: int, dim: int) -> 
     [
         (lambda: pair_norms(torch.ones(3, 5)), ValueError),
         (lambda: pair_norms(torch.ones(4, dtype=torch.long)), TypeError),
-        (lambda: pair_norms([1.0, 2.0]), TypeError),
-        (lambda: pair_norms(torch.ones(4), "rows"), ValueError),
+        # deliberately ill-typed: the runtime check is under test
+        (lambda: pair_norms([1.0, 2.0]), TypeError),  # type: ignore[arg-type]
+        # deliberately ill-typed: the runtime check is under test
+        (lambda: pair_norms(torch.ones(4), "rows"), ValueError),  # type: ignore[arg-type]
         (lambda: wavelengths(5), ValueError),
         (lambda: wavelengths(4, base=-1.0), ValueError),
         (lambda: turns(4, 0.0), ValueError),
@@ -265,9 +268,11 @@ def test_a_nope_head_cannot_tell_a_repeated_token_apart(seed: int, dim: int) -> 
         (lambda: partial_rotary_theta(8, 1.5), ValueError),
         (lambda: prope_theta(8, -0.1), ValueError),
         (lambda: ablate_pairs(_model(), [8]), ValueError),
-        (lambda: ablate_pairs(_model(), [1.0]), TypeError),
+        # deliberately ill-typed: the runtime check is under test
+        (lambda: ablate_pairs(_model(), [1.0]), TypeError),  # type: ignore[list-item]
         (lambda: ablate_pairs(_model(), [0], layers=[2]), ValueError),
-        (lambda: ablate_pairs(torch.nn.Linear(2, 2), [0]), TypeError),
+        # deliberately ill-typed: the runtime check is under test
+        (lambda: ablate_pairs(torch.nn.Linear(2, 2), [0]), TypeError),  # type: ignore[arg-type]
         (lambda: offset_attention(torch.eye(3), 3), ValueError),
         (lambda: offset_attention(torch.ones(3), 0), TypeError),
         (lambda: spread_vector(8, []), ValueError),

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from rope_lessons import experiments
+from rope_lessons import experiments, synthetic
 from rope_lessons import rope as rope_module
 from rope_lessons import sweep as sweep_module
 from rope_lessons.experiments import PREFIX_STEPS, Run, RunResult, make_run, run_once
@@ -105,7 +105,7 @@ def another_learning_rate(monkeypatch: pytest.MonkeyPatch, run: Run) -> Run:
 
 
 def another_data_stream(monkeypatch: pytest.MonkeyPatch, run: Run) -> Run:
-    sampler = experiments.batch_sampler
+    sampler = synthetic.batch_sampler  # the function experiments imported
 
     def shifted(data, batch_size, length, *, seed, split="train", device="cpu"):  # type: ignore[no-untyped-def]
         seed = seed + 1 if split == "train" else seed

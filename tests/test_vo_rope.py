@@ -13,10 +13,10 @@ from helpers import random_features
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rope_lessons.attention import PLACEMENTS, RELATIVE_PLACEMENTS, attention
+from rope_lessons.attention import PLACEMENTS, RELATIVE_PLACEMENTS, Placement, attention
 from rope_lessons.experiments import make_run
 from rope_lessons.model import TinyTransformer
-from rope_lessons.rope import rotation_matrix
+from rope_lessons.rope import Layout, rotation_matrix
 from rope_lessons.synthetic import IGNORE, CopyAtLag, MarkerDistance, batch_sampler
 from rope_lessons.vo_rope import (
     READ_BATCH,
@@ -45,17 +45,17 @@ def shared_inputs(heads_c: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 @pytest.mark.parametrize("rope", PLACEMENTS)
-def test_sharing_survives_exactly_when_keys_and_values_turn_together(rope: str) -> None:
+def test_sharing_survives_exactly_when_keys_and_values_turn_together(rope: Placement) -> None:
     q, c = shared_inputs()
-    keys, values = key_and_value_streams(q, c, rope=rope)  # type: ignore[arg-type]
+    keys, values = key_and_value_streams(q, c, rope=rope)
     shared = torch.equal(keys, values)
     assert shared == (("k" in rope) == ("v" in rope))  # nope and o contain neither
 
 
 @pytest.mark.parametrize("rope", PLACEMENTS)
-def test_only_relative_placements_survive_a_shift_with_shared_kv(rope: str) -> None:
+def test_only_relative_placements_survive_a_shift_with_shared_kv(rope: Placement) -> None:
     q, c = shared_inputs(heads_c=H)
-    change = shift_change(q, c, c, rope=rope, shift=37)  # type: ignore[arg-type]
+    change = shift_change(q, c, c, rope=rope, shift=37)
     if rope in RELATIVE_PLACEMENTS:
         assert change < 1e-10
     else:
@@ -64,10 +64,10 @@ def test_only_relative_placements_survive_a_shift_with_shared_kv(rope: str) -> N
 
 @pytest.mark.parametrize("layout", ["interleaved", "half"])
 @pytest.mark.parametrize("heads_c", [1, H])
-def test_decoding_from_one_cached_vector_is_qkvo_attention(layout: str, heads_c: int) -> None:
+def test_decoding_from_one_cached_vector_is_qkvo_attention(layout: Layout, heads_c: int) -> None:
     q, c = shared_inputs(heads_c)
-    decoded = decode_with_one_cached_vector(q, c, layout=layout)  # type: ignore[arg-type]
-    full = attention(q, c.expand(B, H, T, D), c.expand(B, H, T, D), rope="qkvo", layout=layout)  # type: ignore[arg-type]
+    decoded = decode_with_one_cached_vector(q, c, layout=layout)
+    full = attention(q, c.expand(B, H, T, D), c.expand(B, H, T, D), rope="qkvo", layout=layout)
     torch.testing.assert_close(decoded, full, rtol=1e-10, atol=1e-10)
     # and it is not plain shared attention without positions
     plain = attention(q, c.expand(B, H, T, D), c.expand(B, H, T, D), rope="nope")
@@ -180,7 +180,8 @@ def test_kendall_tau_rejects_bad_input() -> None:
     with pytest.raises(ValueError, match="finite"):
         kendall_tau([1, float("nan"), 3], [1, 2, 3])
     with pytest.raises(ValueError, match="one-dimensional"):
-        kendall_tau([[1, 2]], [[1, 2]])
+        # deliberately ill-typed: the runtime check is under test
+        kendall_tau([[1, 2]], [[1, 2]])  # type: ignore[list-item]
     with pytest.raises(TypeError, match="x must be a sequence"):
         kendall_tau("abc", [1, 2, 3])  # type: ignore[arg-type]
 
@@ -256,7 +257,7 @@ def test_marker_distance_splits_and_bad_input() -> None:
 
 
 @pytest.mark.parametrize("rope", ["qk", "vo"])
-def test_reading_stats_on_an_untrained_model(rope: str) -> None:
+def test_reading_stats_on_an_untrained_model(rope: Placement) -> None:
     torch.manual_seed(0)
     run = make_run(
         rope, CopyAtLag(lag=2), train_len=12, eval_lens=(12,), steps=1, dim=16, n_heads=2, rope=rope

@@ -3,7 +3,7 @@
 These tests read what `python3 tasks.py book` built. `python3 tasks.py test`
 builds the book and then runs them with ROPE_LESSONS_SITE_TESTS=required, so a
 missing or stale build, or a missing browser, fails there; run on their own
-(`pytest tests/site`) they skip with the reason instead.
+(`pytest tests/built_site`) they skip with the reason instead.
 """
 
 from __future__ import annotations
@@ -15,12 +15,14 @@ import shutil
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
-from site_pages import ROOT, SITE, source_paths
+
+from .site_pages import ROOT, SITE, source_paths
 
 
-def _unavailable(reason: str) -> None:
+def _unavailable(reason: str) -> NoReturn:
     if os.environ.get("ROPE_LESSONS_SITE_TESTS") == "required":
         pytest.fail(reason)
     pytest.skip(reason)

@@ -68,4 +68,6 @@ def built_pages() -> list[str]:
 
 def config() -> dict[str, Any]:
     """The book's _config.yml."""
-    return yaml.safe_load((ROOT / "_config.yml").read_text())
+    loaded = yaml.safe_load((ROOT / "_config.yml").read_text())
+    assert isinstance(loaded, dict)
+    return loaded

@@ -22,7 +22,8 @@ from typing import Any
 from urllib.parse import unquote, urldefrag, urljoin, urlsplit
 
 import pytest
-from site_pages import SCREENSHOTS, SITE, built_pages, toc_files
+
+from .site_pages import SCREENSHOTS, SITE, built_pages, toc_files
 
 # Waits until the page is loaded, every image has loaded or failed, the web
 # fonts are in, and MathJax (where the page loads it) has typeset the page.
@@ -215,10 +216,10 @@ def test_internal_links_resolve(crawl: dict[str, Page], server: str) -> None:
         document, fragment = urldefrag(link)
         if document not in documents:
             status, body = _fetch(document)
-            ids = _Ids()
+            parser = _Ids()
             if status == 200 and document.endswith(".html"):
-                ids.feed(body.decode("utf-8", errors="replace"))
-            documents[document] = (status, ids.ids)
+                parser.feed(body.decode("utf-8", errors="replace"))
+            documents[document] = (status, parser.ids)
         status, ids = documents[document]
         if status != 200:
             broken.append(f"{link} (HTTP {status})")

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from site_pages import ROOT, config, notebook_toc_files, toc_files
+from .site_pages import ROOT, config, notebook_toc_files, toc_files
 
 COLAB_LINK = re.compile(r'href="(https://colab\.research\.google\.com/[^"]*)"')
 

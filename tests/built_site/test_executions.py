@@ -17,7 +17,8 @@ from pathlib import Path
 import nbformat
 import pytest
 from jupyter_cache import get_cache
-from site_pages import ROOT, notebook_toc_files, source_of
+
+from .site_pages import ROOT, notebook_toc_files, source_of
 
 sys.path.insert(0, str(ROOT / "tests"))
 from notebook_ci import RUN_KEY
