@@ -9,6 +9,7 @@ causal mask is by index, aligned with the end of the keys, or by position
 from __future__ import annotations
 
 import importlib
+from typing import TypedDict
 
 import pytest
 import torch
@@ -16,8 +17,8 @@ from helpers import random_features
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rope_lessons.attention import PLACEMENTS, attention, rotate_inputs, rotate_output
-from rope_lessons.rope import apply_rope
+from rope_lessons.attention import PLACEMENTS, Placement, attention, rotate_inputs, rotate_output
+from rope_lessons.rope import Layout, apply_rope
 
 B, D = 2, 8
 # the module itself: the package's ``attention`` attribute is the function
@@ -43,41 +44,47 @@ def cache(
     seed=st.integers(0, 2**16),
 )
 def test_the_last_queries_against_a_cache_equal_the_last_rows_of_full_attention(
-    rope: str, heads: tuple[int, int], seq: int, new: int, shift: int, layout: str, seed: int
+    rope: Placement,
+    heads: tuple[int, int],
+    seq: int,
+    new: int,
+    shift: int,
+    layout: Layout,
+    seed: int,
 ) -> None:
     """For every placement, with and without GQA: decoding the last ``new`` tokens
     (``new = 1``: one decode step) gives the last rows of full causal attention."""
     new = min(new, seq)
     q, k, v = cache(*heads, seq, seed=seed)
-    full = attention(q, k, v, rope=rope, layout=layout, positions=torch.arange(seq) + shift)  # type: ignore[arg-type]
+    full = attention(q, k, v, rope=rope, layout=layout, positions=torch.arange(seq) + shift)
     explicit = attention(
         q[:, :, -new:],
         k,
         v,
-        rope=rope,  # type: ignore[arg-type]
-        layout=layout,  # type: ignore[arg-type]
+        rope=rope,
+        layout=layout,
         q_positions=torch.arange(seq - new, seq) + shift,
         k_positions=torch.arange(seq) + shift,
     )
     torch.testing.assert_close(explicit, full[:, :, -new:], rtol=1e-10, atol=1e-10)
     if shift == 0:  # default positions: the queries sit at the end of the keys
-        default = attention(q[:, :, -new:], k, v, rope=rope, layout=layout)  # type: ignore[arg-type]
+        default = attention(q[:, :, -new:], k, v, rope=rope, layout=layout)
         torch.testing.assert_close(default, full[:, :, -new:], rtol=1e-10, atol=1e-10)
 
 
 @pytest.mark.parametrize("rope", PLACEMENTS)
 @pytest.mark.parametrize("heads", [(3, 3), (4, 2), (4, 1)])
-def test_a_decode_step_at_position_1000(rope: str, heads: tuple[int, int]) -> None:
+def test_a_decode_step_at_position_1000(rope: Placement, heads: tuple[int, int]) -> None:
     """T_q = 1 at position 1000 against a cache of 1001 keys: the last row of full attention."""
     q, k, v = cache(*heads, 1001, seed=3)
-    full = attention(q, k, v, rope=rope)  # type: ignore[arg-type]
-    step = attention(q[:, :, -1:], k, v, rope=rope)  # type: ignore[arg-type]
+    full = attention(q, k, v, rope=rope)
+    step = attention(q[:, :, -1:], k, v, rope=rope)
     torch.testing.assert_close(step, full[:, :, -1:], rtol=1e-10, atol=1e-10)
     placed = attention(
         q[:, :, -1:],
         k,
         v,
-        rope=rope,  # type: ignore[arg-type]
+        rope=rope,
         q_positions=torch.tensor([1000]),
         k_positions=torch.arange(1001),
     )
@@ -88,15 +95,16 @@ def test_a_decode_step_at_position_1000(rope: str, heads: tuple[int, int]) -> No
 @pytest.mark.parametrize("causal", [True, False])
 @pytest.mark.parametrize("by_position", [False, True])
 def test_gqa_equals_repeated_key_and_value_heads(
-    rope: str, causal: bool, by_position: bool
+    rope: Placement, causal: bool, by_position: bool
 ) -> None:
     """Key and value head j serves query heads j*g .. j*g + g-1, fused and explicit alike."""
     q, k, v = cache(6, 2, 9, seed=4)
     q = q[:, :, -4:]  # T_q = 4 against T_k = 9
-    positions = (
-        {"q_positions": torch.tensor([[5, 6, 7, 8], [0, 9, 3, 8]]), "k_positions": torch.arange(9)}
+    # None is the default: no positions given
+    q_positions, k_positions = (
+        (torch.tensor([[5, 6, 7, 8], [0, 9, 3, 8]]), torch.arange(9))
         if by_position
-        else {}
+        else (None, None)
     )
     repeated = attention(
         q,
@@ -104,12 +112,22 @@ def test_gqa_equals_repeated_key_and_value_heads(
         v.repeat_interleave(3, 1),
         rope=rope,
         causal=causal,
-        **positions,
-    )  # type: ignore[arg-type]
-    grouped = attention(q, k, v, rope=rope, causal=causal, **positions)  # type: ignore[arg-type]
+        q_positions=q_positions,
+        k_positions=k_positions,
+    )
+    grouped = attention(
+        q, k, v, rope=rope, causal=causal, q_positions=q_positions, k_positions=k_positions
+    )
     explicit, weights = attention(
-        q, k, v, rope=rope, causal=causal, return_weights=True, **positions
-    )  # type: ignore[arg-type]
+        q,
+        k,
+        v,
+        rope=rope,
+        causal=causal,
+        q_positions=q_positions,
+        k_positions=k_positions,
+        return_weights=True,
+    )
     torch.testing.assert_close(grouped, repeated, rtol=1e-10, atol=1e-10)
     torch.testing.assert_close(explicit, repeated, rtol=1e-10, atol=1e-10)
     assert weights.shape == (B, 6, 4, 9)
@@ -187,6 +205,17 @@ def test_rotate_inputs_and_output_rebuild_a_decode_step() -> None:
     torch.testing.assert_close(out, attention(q_new, k, v, rope="qkvo"), rtol=1e-10, atol=1e-10)
 
 
+class AttentionInput(TypedDict, total=False):
+    """What a refusal case replaces in a valid call of :func:`attention`."""
+
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+    positions: torch.Tensor
+    q_positions: torch.Tensor
+    k_positions: torch.Tensor
+
+
 @pytest.mark.parametrize(
     ("kwargs", "error", "word"),
     [
@@ -220,11 +249,19 @@ def test_rotate_inputs_and_output_rebuild_a_decode_step() -> None:
         ),
     ],
 )
-def test_bad_inference_input_is_refused(kwargs: dict, error: type[Exception], word: str) -> None:
+def test_bad_inference_input_is_refused(
+    kwargs: AttentionInput, error: type[Exception], word: str
+) -> None:
     q, k, v = cache(4, 2, 6)
-    args = {"q": q[:, :, -2:], "k": k, "v": v} | kwargs
     with pytest.raises(error, match=word):
-        attention(**args)
+        attention(
+            kwargs.get("q", q[:, :, -2:]),
+            kwargs.get("k", k),
+            kwargs.get("v", v),
+            positions=kwargs.get("positions"),
+            q_positions=kwargs.get("q_positions"),
+            k_positions=kwargs.get("k_positions"),
+        )
 
 
 def test_a_query_with_no_earlier_key_is_fine_without_the_causal_mask() -> None:

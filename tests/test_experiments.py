@@ -343,6 +343,7 @@ def test_train_run_hands_back_the_model_it_evaluated() -> None:
     run = order_run("rope", steps=20)
     model, result = train_run(run, seed=0, progress=False)
     assert numbers_of(result) == numbers_of(run_once(run, seed=0, progress=False))
+    assert isinstance(run.data, WhichFirst)  # the order task: a fixed answer set
     for length in run.eval_lens:
         again = evaluate(
             model, held_out(run.data, length), batches=run.eval_batches, answers=run.data.answers

@@ -573,31 +573,34 @@ def test_the_pair_reader_refuses_what_it_cannot_read() -> None:
     with pytest.raises(TypeError, match="complex"):
         write_pairs(torch.ones(3, 4))
     with pytest.raises(ValueError, match="layout"):
+        # deliberately ill-typed: the runtime check is under test
         read_pairs(torch.ones(3, 4), "interleave")  # type: ignore[arg-type]
 
 
 def test_a_rope_spec_is_the_short_forms_with_its_settings_bound() -> None:
     x = random_features(2, 3, 10, 16, seed=1)
     positions = torch.arange(10).expand(2, 1, 10) + torch.tensor([[[0]], [[500]]])
-    for spec, settings in (
-        (Rope(16), {}),
-        (Rope(16, base=100.0, layout="half", p=0.5), {"base": 100.0, "layout": "half", "p": 0.5}),
-    ):
-        assert torch.equal(spec.apply(x), apply_rope(x, **settings))
-        assert torch.equal(spec.apply(x, positions), apply_rope(x, positions, **settings))
+    # the default spec is the short forms with their defaults
+    assert torch.equal(Rope(16).apply(x), apply_rope(x))
+    assert torch.equal(Rope(16).apply(x, positions), apply_rope(x, positions))
+    cases: tuple[tuple[Rope, float, Layout, float], ...] = (
+        (Rope(16), 10000.0, "interleaved", 1.0),
+        (Rope(16, base=100.0, layout="half", p=0.5), 100.0, "half", 0.5),
+    )
+    for spec, base, layout, p in cases:
+        assert torch.equal(spec.apply(x), apply_rope(x, base=base, layout=layout, p=p))
         assert torch.equal(
-            spec.theta, frequencies(16, settings.get("base", 10000.0), p=settings.get("p", 1.0))
+            spec.apply(x, positions), apply_rope(x, positions, base=base, layout=layout, p=p)
         )
+        assert torch.equal(spec.theta, frequencies(16, base, p=p))
         assert torch.equal(
-            spec.angles(torch.tensor([3])),
-            rotation_angles(
-                torch.tensor([3]), 16, **{k: v for k, v in settings.items() if k != "layout"}
-            ),
+            spec.angles(torch.tensor([3])), rotation_angles(torch.tensor([3]), 16, base, p=p)
         )
         q, k = x[0, 0, 0], x[0, 0, 1]
         distances = torch.arange(0, 50, 7)
         assert torch.equal(
-            spec.score_at_distance(q, k, distances), score_at_distance(q, k, distances, **settings)
+            spec.score_at_distance(q, k, distances),
+            score_at_distance(q, k, distances, base=base, layout=layout, p=p),
         )
         assert torch.equal(spec.pairs(x), read_pairs(x, spec.layout))
 
@@ -622,7 +625,7 @@ def test_rope_specs_compare_by_what_they_compute_and_cannot_change() -> None:
     assert ladder != Rope(8, base=100.0, layout="half")
     assert ladder != Rope(8, base=100.0, attention_factor=1.1)
     with pytest.raises(AttributeError, match="immutable"):
-        ladder.layout = "half"  # type: ignore[misc]
+        ladder.layout = "half"
     copy = ladder.theta
     copy[0] = 5.0
     assert ladder.theta[0] == 1.0  # theta hands out a copy
@@ -638,16 +641,20 @@ def test_rope_specs_compare_by_what_they_compute_and_cannot_change() -> None:
         (lambda: Rope(7), ValueError, "even"),
         (lambda: Rope(8, base=1.0), ValueError, "base"),
         (lambda: Rope(8, p=1.5), ValueError, "p"),
-        (lambda: Rope(8, layout="halves"), ValueError, "layout"),
+        # deliberately ill-typed: the runtime check is under test
+        (lambda: Rope(8, layout="halves"), ValueError, "layout"),  # type: ignore[arg-type]
         (lambda: Rope(8, attention_factor=0.0), ValueError, "attention_factor"),
         (lambda: Rope(8, attention_factor=True), ValueError, "attention_factor"),
         (lambda: Rope.from_theta([]), TypeError, "theta"),
-        (lambda: Rope.from_theta("1.0"), TypeError, "theta"),
+        # deliberately ill-typed: the runtime check is under test
+        (lambda: Rope.from_theta("1.0"), TypeError, "theta"),  # type: ignore[arg-type]
         (lambda: Rope.from_theta([1.0, -0.1]), ValueError, "theta"),
         (lambda: Rope.from_theta([1.0, float("nan")]), ValueError, "theta"),
         (lambda: Rope.from_theta(torch.ones(2, 2)), ValueError, "shape"),
     ],
 )
-def test_bad_rope_specs_are_refused(build: object, error: type[Exception], match: str) -> None:
+def test_bad_rope_specs_are_refused(
+    build: Callable[[], object], error: type[Exception], match: str
+) -> None:
     with pytest.raises(error, match=match):
-        build()  # type: ignore[operator]
+        build()
