@@ -157,7 +157,7 @@ def test_solutions_are_gated_dropdowns(path: Path) -> None:
 def test_setup_cell_is_as_ruff_format_leaves_it() -> None:
     """Otherwise `ruff format` would rewrite the cell in every notebook that copies it."""
     formatted = subprocess.run(
-        [sys.executable, "-m", "ruff", "format", "--stdin-filename", "cell.py", "-"],
+        [sys.executable, "-m", "ruff", "format", "--stdin-filename", "notebooks/cell.py", "-"],
         input=SETUP_CELL + "\n",
         capture_output=True,
         text=True,
