@@ -184,19 +184,31 @@ def book(_: list[str]) -> None:
     say(f"open it with: python3 -m webbrowser file://{index}")
 
 
+# Executes the notebooks named after its first argument ("write": save their outputs in
+# place; "discard": only run them), printing each one's time.
+EXECUTE_NOTEBOOKS = (
+    "import sys, time, nbformat\n"
+    "from nbclient import NotebookClient\n"
+    "for path in sys.argv[2:]:\n"
+    "    start = time.perf_counter()\n"
+    "    nb = nbformat.read(path, as_version=4)\n"
+    "    NotebookClient(nb, timeout=600, kernel_name='python3',\n"
+    "                   resources={'metadata': {'path': 'notebooks'}}).execute()\n"
+    "    if sys.argv[1] == 'write':\n"
+    "        nbformat.write(nb, path)\n"
+    "    print(f'executed {path} ({time.perf_counter() - start:.0f} s)', flush=True)\n"
+)
+
+
+def execute_notebooks(names: list[str], *, write: bool, env: dict[str, str] | None = None) -> None:
+    """Execute notebooks (all, or those named), saving their outputs only with ``write``."""
+    paths = (str(p.relative_to(ROOT)) for p in notebook_paths(names))
+    run(PYTHON, "-c", EXECUTE_NOTEBOOKS, "write" if write else "discard", *paths, env=env)
+
+
 def refresh_notebooks(names: list[str]) -> None:
     """Execute notebooks in place (all, or those named) so that their saved outputs are current."""
-    script = (
-        "import sys, nbformat\n"
-        "from nbclient import NotebookClient\n"
-        "for path in sys.argv[1:]:\n"
-        "    nb = nbformat.read(path, as_version=4)\n"
-        "    NotebookClient(nb, timeout=600, kernel_name='python3',\n"
-        "                   resources={'metadata': {'path': 'notebooks'}}).execute()\n"
-        "    nbformat.write(nb, path)\n"
-        "    print('executed', path, flush=True)\n"
-    )
-    run(PYTHON, "-c", script, *(str(p.relative_to(ROOT)) for p in notebook_paths(names)))
+    execute_notebooks(names, write=True)
 
 
 COLAB_VENV = ROOT / ".venv-colab"
@@ -321,19 +333,8 @@ SMOKE_STEPS = "3"
 
 def gpu_smoke(names: list[str]) -> None:
     """Execute notebooks with the gpu preset on the CPU at smoke scale (nothing compared)."""
-    script = (
-        "import sys, tempfile, time, nbformat\n"
-        "from nbclient import NotebookClient\n"
-        "for path in sys.argv[1:]:\n"
-        "    start = time.perf_counter()\n"
-        "    nb = nbformat.read(path, as_version=4)\n"
-        "    NotebookClient(nb, timeout=600, kernel_name='python3',\n"
-        "                   resources={'metadata': {'path': 'notebooks'}}).execute()\n"
-        "    print(f'gpu preset ran: {path} ({time.perf_counter() - start:.0f} s)', flush=True)\n"
-    )
     env = {"ROPE_LESSONS_PRESET": "gpu", "ROPE_LESSONS_SMOKE_STEPS": SMOKE_STEPS}
-    paths = (str(p.relative_to(ROOT)) for p in notebook_paths(names))
-    run(PYTHON, "-c", script, *paths, env=env)
+    execute_notebooks(names, write=False, env=env)
 
 
 COMMANDS = {

@@ -153,7 +153,7 @@ class Run:
         """Steps after which held-out data is evaluated at every length: the end of the
         deterministic prefix (:data:`PREFIX_STEPS`) and :data:`CHECKPOINTS` evenly
         spaced points, the last of them the end of training."""
-        even = {math.ceil(self.steps * i / CHECKPOINTS) for i in range(1, CHECKPOINTS + 1)}
+        even = {checkpoint_step(self.steps, i) for i in range(1, CHECKPOINTS + 1)}
         return tuple(sorted(even | {min(PREFIX_STEPS, self.steps)}))
 
     def metric(self, length: int, name: str | None = None) -> Metric:
@@ -167,6 +167,12 @@ class Run:
         return 3 * self.steps * self.batch_size * self.train_len + evaluated * len(
             self.checkpoint_steps
         )
+
+
+def checkpoint_step(steps: int, i: int) -> int:
+    """The ``i``-th of the :data:`CHECKPOINTS` evenly spaced checkpoints of a ``steps``-step
+    run (``i = CHECKPOINTS`` is the end of training)."""
+    return math.ceil(steps * i / CHECKPOINTS)
 
 
 def describe_data(data: object) -> dict[str, Any]:
@@ -264,6 +270,12 @@ class RunResult:
             "extra": self.extra,
             "wall_seconds": self.wall_seconds,
         }
+
+    @property
+    def evaluations(self) -> dict[int, dict[int, Metrics]]:
+        """Held-out metrics by steps done: every checkpoint reached and the end of training
+        (a run trained without checkpoints has only the end)."""
+        return dict(sorted({**self.checkpoints, len(self.losses): self.metrics}.items()))
 
     @classmethod
     def from_json(cls, values: dict[str, Any]) -> RunResult:

@@ -66,9 +66,9 @@ def loss_band(results: Sequence[RunResult], window: int = 20) -> LossBand:
 def checkpoint_values(
     result: RunResult, length: int, name: str = "loss"
 ) -> tuple[list[int], list[float]]:
-    """One held-out metric of a run at each of its checkpoints: ``(steps, values)``; for a run
-    trained without checkpoints, its final value after its last step."""
-    evaluations = result.checkpoints or {len(result.losses): result.metrics}
+    """One held-out metric of a run at each of its checkpoints and at the end of training
+    (:attr:`~rope_lessons.experiments.RunResult.evaluations`): ``(steps, values)``."""
+    evaluations = result.evaluations
     steps = sorted(evaluations)
     values = [getattr(evaluations[step][length], name) for step in steps]
     if None in values:

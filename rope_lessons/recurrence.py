@@ -41,7 +41,7 @@ from rope_lessons._checks import (
     check_positive_number,
 )
 from rope_lessons.attention import rotate_inputs, rotate_output
-from rope_lessons.experiments import RunResult
+from rope_lessons.experiments import RunResult, held_out
 from rope_lessons.rope import frequencies
 from rope_lessons.runtime import seed_everything
 from rope_lessons.synthetic import Task, batch_sampler
@@ -625,7 +625,7 @@ def train_recurrent(
     metrics = {
         length: evaluate(
             model,
-            batch_sampler(task, 256, length, seed=length, split="val", device=device),
+            held_out(task, length, device=device),
             batches=eval_batches,
         )
         for length in eval_lens

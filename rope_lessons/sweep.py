@@ -87,6 +87,7 @@ from rope_lessons.experiments import (
     PREFIX_STEPS,
     Run,
     RunResult,
+    checkpoint_step,
     run_once,
 )
 from rope_lessons.runtime import check_device, choose_threads
@@ -436,20 +437,19 @@ class StoredSweep:
         if steps > run.steps:
             raise ValueError(f"{result.label!r} took {steps} steps; the run defines {run.steps}")
         stored = {r.seed: r for r in self.results(result.label)}
+        prefix_end = min(PREFIX_STEPS, run.steps)  # the prefix's checkpoint
         prefix_steps = min(PREFIX_STEPS, steps)
         prefix_gap = prefix_eval_gaps = None
         same_seed = stored.get(result.seed)
         if same_seed is not None:
             pairs = zip(result.losses[:prefix_steps], same_seed.losses, strict=False)
             prefix_gap = max((abs(a - b) for a, b in pairs), default=0.0)
-            end = min(PREFIX_STEPS, run.steps)
-            if end in result.checkpoints:
-                prefix_eval_gaps = _metric_gaps(result.checkpoints[end], same_seed.checkpoints[end])
-        evaluations = dict(result.checkpoints)
-        if steps == run.steps:  # a complete run's final metrics are its last checkpoint
-            evaluations.setdefault(run.steps, result.metrics)
-        reached = [step for step in run.checkpoint_steps if step in evaluations]
-        later = [step for step in reached if step > min(PREFIX_STEPS, run.steps)]
+            if prefix_end in result.checkpoints:
+                prefix_eval_gaps = _metric_gaps(
+                    result.checkpoints[prefix_end], same_seed.checkpoints[prefix_end]
+                )
+        evaluations = result.evaluations  # a complete run's final metrics count as its last
+        later = [s for s in run.checkpoint_steps if s in evaluations and s > prefix_end]
         checkpoint = later[-1] if later else None
         outside: list[str] = []
         if checkpoint is not None:
@@ -482,7 +482,7 @@ class StoredSweep:
         check_choice(name, "name", METRIC_NAMES)
         if length not in run.eval_lens:
             raise ValueError(f"{label!r} is evaluated at {list(run.eval_lens)}, not {length}")
-        earlier = math.ceil(run.steps * (CHECKPOINTS - 1) / CHECKPOINTS)
+        earlier = checkpoint_step(run.steps, CHECKPOINTS - 1)
         results = self.results(label)
         before, after = (
             [getattr(r.checkpoints[step][length], name) for r in results]

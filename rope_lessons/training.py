@@ -11,8 +11,7 @@ import math
 import sys
 import time
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field
-from itertools import cycle
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -72,16 +71,12 @@ class TrainResult:
     """What a training run produced.
 
     Attributes:
-        losses: the training loss at every step.
+        losses: the training loss at every step trained.
         wall_seconds: time spent in the loop.
-        curve: validation metrics keyed by the number of steps done, every
-            ``eval_every`` steps and after the last step (empty if
-            :func:`train` was given no validation sampler).
     """
 
     losses: list[float]
     wall_seconds: float
-    curve: dict[int, Metrics] = field(default_factory=dict)
 
     def smoothed(self, window: int = 20) -> list[float]:
         """Running mean of the losses over the last ``window`` steps (see :func:`running_mean`)."""
@@ -117,10 +112,6 @@ def train(
     grad_clip: float = 1.0,
     progress: bool = True,
     desc: str = "training",
-    validation: Callable[[], Batch] | None = None,
-    eval_every: int | None = None,
-    eval_batches: int = 4,
-    answers: Sequence[int] | None = None,
     stop_after: int | None = None,
     checkpoints: Collection[int] = (),
     on_checkpoint: Callable[[int], None] | None = None,
@@ -137,28 +128,20 @@ def train(
         grad_clip: maximum global gradient norm.
         progress: show a progress bar on standard error.
         desc: the progress bar's label.
-        validation: a sampler of held-out batches (e.g. ``batch_sampler(...,
-            split="val")``). ``eval_batches`` batches are drawn from it once,
-            before training, and the model is evaluated on those same batches
-            every ``eval_every`` steps and after the last step. Evaluation
-            does not touch the training stream or the optimiser, so the
-            training losses are the same with or without it.
-        eval_every: steps between evaluations; default: only after the last step.
-        eval_batches: how many validation batches.
-        answers: the task's fixed answer set, passed to :func:`evaluate`.
         stop_after: train only the first this many steps of the ``steps``-step
             schedule (the learning rate follows the full schedule, so the
             losses are a prefix of the full run's). Default: all of them. The
             environment variable ``ROPE_LESSONS_SMOKE_STEPS`` caps it further
             (:func:`~rope_lessons.runtime.smoke_steps`).
         checkpoints: steps done after which ``on_checkpoint(steps_done)`` is
-            called (e.g. to evaluate the model); the model is put back in
-            training mode afterwards. Checkpoints past the last step trained
-            are skipped.
+            called (e.g. to evaluate the model on held-out data; that touches
+            neither the training stream nor the optimiser, so the losses are
+            the same with or without it); the model is put back in training
+            mode afterwards. Checkpoints past the last step trained are skipped.
         on_checkpoint: the function called at the checkpoints.
 
     Returns:
-        A :class:`TrainResult` with the loss of every step trained and the validation curve.
+        A :class:`TrainResult` with the loss of every step trained.
     """
     check_positive_int(steps, "steps")
     last = steps if stop_after is None else min(check_positive_int(stop_after, "stop_after"), steps)
@@ -169,12 +152,6 @@ def train(
         raise ValueError("checkpoints need an on_checkpoint function")
     for point in checkpoints:
         check_positive_int(point, "checkpoints")
-    if eval_every is not None:
-        check_positive_int(eval_every, "eval_every")
-        if validation is None:
-            raise ValueError("eval_every needs a validation sampler (validation=...)")
-    held_out = [] if validation is None else fixed_batches(validation, eval_batches)
-    curve: dict[int, Metrics] = {}
     warmup = max(1, steps // 10) if warmup is None else warmup
     optimiser = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     model.train()
@@ -193,16 +170,11 @@ def train(
         losses.append(loss.item())
         bar.set_postfix(loss=f"{losses[-1]:.3f}", refresh=False)
         done = step + 1
-        if held_out and (done == last or (eval_every is not None and done % eval_every == 0)):
-            curve[done] = evaluate(
-                model, cycle(held_out).__next__, batches=len(held_out), answers=answers
-            )
-            model.train()
         if on_checkpoint is not None and done in checkpoints:
             on_checkpoint(done)
             model.train()
     model.eval()
-    return TrainResult(losses=losses, wall_seconds=time.perf_counter() - start, curve=curve)
+    return TrainResult(losses=losses, wall_seconds=time.perf_counter() - start)
 
 
 def fixed_batches(sample_batch: Callable[[], Batch], batches: int) -> list[Batch]:

@@ -40,10 +40,10 @@ import torch.nn.functional as F
 
 from rope_lessons._checks import check_positive_int
 from rope_lessons.attention import Placement, attention, rotate_inputs, rotate_output
+from rope_lessons.experiments import held_out
 from rope_lessons.model import TinyTransformer
 from rope_lessons.rope import Layout, score_at_distance
 from rope_lessons.spectrum import pair_dims
-from rope_lessons.synthetic import batch_sampler
 
 if TYPE_CHECKING:
     from rope_lessons.experiments import Run
@@ -213,10 +213,7 @@ def reading_stats(model: TinyTransformer, run: Run, device: torch.device) -> dic
         run: its :class:`~rope_lessons.experiments.Run` (data and training length).
         device: where the model is.
     """
-    sample = batch_sampler(
-        run.data, READ_BATCH, run.train_len, seed=run.train_len, split="val", device=device
-    )
-    tokens, _ = sample()
+    tokens, _ = held_out(run.data, run.train_len, READ_BATCH, device)()
     _, weights = model.attention_maps(tokens)
     stacked = torch.stack(weights)  # (L, B, H, T, T)
     seq_len = stacked.shape[-1]

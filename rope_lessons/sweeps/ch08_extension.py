@@ -28,7 +28,7 @@ from typing import Any, Literal
 import torch
 
 from rope_lessons.corpus import CharCorpus
-from rope_lessons.experiments import Analyse, Run, make_run
+from rope_lessons.experiments import Analyse, Run, held_out, make_run
 from rope_lessons.extension import (
     METHODS,
     Method,
@@ -45,7 +45,7 @@ from rope_lessons.model import TinyTransformer
 from rope_lessons.rope import frequencies
 from rope_lessons.spectrum import prope_theta
 from rope_lessons.sweep import Sweep
-from rope_lessons.synthetic import Task, batch_sampler
+from rope_lessons.synthetic import Task
 from rope_lessons.training import fixed_batches
 
 TRAIN_LEN = 64
@@ -70,10 +70,7 @@ TABLES: tuple[Table, ...] = ("plain", *METHODS)  # plain RoPE, then linear, ntk,
 
 def eval_batches(data: Task, device: torch.device) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """The held-out batches at 512 tokens: the validation split, the same for every run."""
-    sampler = batch_sampler(
-        data, EVAL_SEQUENCES, EVAL_LEN, seed=EVAL_LEN, split="val", device=device
-    )
-    return fixed_batches(sampler, EVAL_BATCHES)
+    return fixed_batches(held_out(data, EVAL_LEN, EVAL_SEQUENCES, device), EVAL_BATCHES)
 
 
 def table(method: Table) -> tuple[torch.Tensor, float]:
