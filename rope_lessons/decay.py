@@ -40,7 +40,7 @@ from rope_lessons.attention import rotate_inputs
 from rope_lessons.corpus import CharCorpus
 from rope_lessons.experiments import Run, make_run
 from rope_lessons.model import TinyTransformer
-from rope_lessons.rope import Layout, apply_rope, frequencies, read_pairs, score_at_distance
+from rope_lessons.rope import Layout, Rope, apply_rope, frequencies, read_pairs, score_at_distance
 from rope_lessons.synthetic import batch_sampler
 
 
@@ -280,7 +280,7 @@ class DistanceProfile:
             keys over the batch and all positions.
         uniform_weight: the mean weight uniform attention would give (the same
             at every distance).
-        base, layout, p, theta: the model's rotary settings.
+        rope: the model's RoPE spec.
     """
 
     distances: torch.Tensor
@@ -290,10 +290,7 @@ class DistanceProfile:
     mean_query: torch.Tensor
     mean_key: torch.Tensor
     uniform_weight: float
-    base: float
-    layout: Layout
-    p: float
-    theta: torch.Tensor | None
+    rope: Rope
 
     def mean_vector_logit(self, distances: torch.Tensor | None = None) -> torch.Tensor:
         r"""The rotary logit of the mean query and key, :math:`\bar q^\top R_{-r} \bar k / \sqrt D`.
@@ -311,15 +308,7 @@ class DistanceProfile:
             float64 tensor ``(L, H, R')``.
         """
         distances = self.distances if distances is None else distances
-        scores = score_at_distance(
-            self.mean_query,
-            self.mean_key,
-            distances,
-            base=self.base,
-            layout=self.layout,
-            p=self.p,
-            theta=self.theta,
-        )
+        scores = self.rope.score_at_distance(self.mean_query, self.mean_key, distances)
         return scores / math.sqrt(self.mean_query.shape[-1])
 
 
@@ -339,7 +328,7 @@ def distance_profile(
         A :class:`DistanceProfile`; every tensor float64 on the CPU.
     """
     cfg = model.config
-    if cfg.position != "rope" or cfg.rope != "qk" or cfg.nope_layers or not cfg.causal:
+    if cfg.position != "rope" or cfg.placement != "qk" or cfg.nope_layers or not cfg.causal:
         raise ValueError(
             "distance_profile needs a causal model with position='rope', rope='qk' "
             "and no nope_layers"
@@ -351,7 +340,9 @@ def distance_profile(
     max_distance = check_positive_int(max_distance, "max_distance")
     if max_distance >= seq_len:
         raise ValueError(f"max_distance must be < seq = {seq_len}, got {max_distance}")
-    rotary = cfg.rotary_arguments()
+    rotary = cfg.rope
+    if rotary is None:  # position="rope" was checked above; this narrows the type
+        raise ValueError("distance_profile needs position='rope'")
     theta = rotary.theta
     model.eval()
     layers_qkv = model.layer_qkv(tokens)
@@ -368,9 +359,7 @@ def distance_profile(
     logit, weight, content, mean_query, mean_key = [], [], [], [], []
     for qkv, layer_weights in zip(layers_qkv, weights, strict=True):
         scale = math.sqrt(qkv.q.shape[-1])
-        q_rot, k_rot, _ = rotate_inputs(
-            *qkv, base=rotary.base, layout=rotary.layout, p=rotary.p, theta=theta
-        )
+        q_rot, k_rot, _ = rotate_inputs(*qkv, layout=rotary.layout, theta=theta)
         logit.append(by_distance(q_rot @ k_rot.transpose(-2, -1) / scale))
         content.append(by_distance(qkv.q @ qkv.k.transpose(-2, -1) / scale))
         weight.append(by_distance(layer_weights))
@@ -385,10 +374,7 @@ def distance_profile(
         mean_query=torch.stack(mean_query),
         mean_key=torch.stack(mean_key),
         uniform_weight=uniform,
-        base=rotary.base,
-        layout=rotary.layout,
-        p=rotary.p,
-        theta=theta,
+        rope=rotary,
     )
 
 
@@ -455,7 +441,9 @@ def decay_summary(
 ANALYSIS_SEQUENCES = 64  # validation sequences that decay_numbers averages over
 
 
-def decay_numbers(model: TinyTransformer, run: Run, device: torch.device) -> dict[str, float]:
+def decay_numbers(
+    model: TinyTransformer, run: Run[TinyTransformer], device: torch.device
+) -> dict[str, float]:
     """:func:`decay_summary` of a trained model as flat numbers: a stored sweep's ``analyse`` hook.
 
     The profile is measured on one fixed batch of :data:`ANALYSIS_SEQUENCES`
@@ -494,7 +482,7 @@ def summary_from_numbers(numbers: dict[str, float]) -> dict[str, torch.Tensor]:
     return summary
 
 
-def decay_run(steps: int = 300) -> Run:
+def decay_run(steps: int = 300) -> Run[TinyTransformer]:
     """The chapter's trained model: a small causal RoPE language model on the course's corpus.
 
     Two layers of width 64 with four heads of dimension 16 (8 rotary pairs,

@@ -28,9 +28,10 @@ import math
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 import torch
+from torch import nn
 
 from rope_lessons._checks import check_choice, check_positive_int
 from rope_lessons.corpus import CharCorpus
@@ -58,17 +59,38 @@ PREFIX_STEPS = 25
 CHECKPOINTS = 5
 METRIC_NAMES = tuple(f.name for f in dataclasses.fields(Metrics))
 
-Analyse = Callable[[TinyTransformer, "Run", torch.device], dict[str, float]]
+ModelT = TypeVar("ModelT", bound=nn.Module, covariant=True)
+BuiltT = TypeVar("BuiltT", bound=nn.Module)
+
+
+class ModelRecipe(Protocol[ModelT]):
+    """What a :class:`Run` trains: a frozen configuration that builds a fresh model
+    (tokens ``(B, T)`` -> logits ``(B, T, V)``) and describes itself in JSON-ready
+    values. :class:`~rope_lessons.model.ModelConfig` builds a
+    :class:`~rope_lessons.model.TinyTransformer`,
+    :class:`~rope_lessons.recurrence.RecurrentConfig` a recurrent model."""
+
+    @property
+    def vocab_size(self) -> int: ...
+
+    def build(self) -> ModelT: ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+
+Analyse = Callable[[BuiltT, "Run[BuiltT]", torch.device], dict[str, float]]
 
 
 @dataclass(frozen=True)
-class Run:
+class Run(Generic[BuiltT]):
     """One trainable configuration; the seed is chosen when it is run.
 
     Attributes:
         label: names the variant in tables, legends and stored sweeps (e.g.
-            ``"rope, rope=vo"``); unique within a sweep.
-        model: the model configuration (its vocabulary must cover the data's).
+            ``"rope, placement=vo"``); unique within a sweep.
+        model: the model's recipe, a :class:`ModelRecipe` such as
+            :class:`~rope_lessons.model.ModelConfig` (its vocabulary must cover
+            the data's); every seed builds a fresh model from it.
         data: a synthetic task or a :class:`~rope_lessons.corpus.CharCorpus`.
         train_len: sequence length during training.
         eval_lens: sequence lengths to evaluate at, on held-out data.
@@ -82,7 +104,7 @@ class Run:
     """
 
     label: str
-    model: ModelConfig
+    model: ModelRecipe[BuiltT]
     data: Task
     train_len: int
     eval_lens: tuple[int, ...]
@@ -90,15 +112,20 @@ class Run:
     batch_size: int = 32
     lr: float = 3e-3
     eval_batches: int = 4
-    analyse: Analyse | None = None
+    analyse: Analyse[BuiltT] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.label, str) or not self.label.strip():
             raise ValueError(
                 f"label must be a non-empty string naming the variant, got {self.label!r}"
             )
-        if not isinstance(self.model, ModelConfig):
-            raise TypeError(f"model must be a ModelConfig, got {type(self.model).__name__}")
+        if not all(
+            callable(getattr(self.model, name, None)) for name in ("build", "describe")
+        ) or not isinstance(getattr(self.model, "vocab_size", None), int):
+            raise TypeError(
+                "model must be a recipe with vocab_size, build() and describe() (a ModelConfig "
+                f"or a RecurrentConfig), got {type(self.model).__name__}"
+            )
         for name in ("train_len", "steps", "batch_size", "eval_batches"):
             check_positive_int(getattr(self, name), name)
         if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0):
@@ -118,10 +145,10 @@ class Run:
                 f"the model's vocab_size={self.model.vocab_size} is smaller than the data's "
                 f"vocabulary ({self.data.vocab_size} token ids): tokens would be out of range"
             )
-        if self.model.position == "learned" and self.train_len > self.model.max_len:
+        rows = self._learned_rows()
+        if rows is not None and self.train_len > rows:
             raise ValueError(
-                f"train_len={self.train_len} exceeds the learned table's "
-                f"max_len={self.model.max_len}"
+                f"train_len={self.train_len} exceeds the learned table's max_len={rows}"
             )
         if self.analyse is not None and "<" in getattr(self.analyse, "__qualname__", "<"):
             raise ValueError(
@@ -136,7 +163,7 @@ class Run:
             analyse = f"{self.analyse.__module__}.{self.analyse.__qualname__}"
         return {
             "label": self.label,
-            "model": dataclasses.asdict(self.model),
+            "model": self.model.describe(),
             "data": describe_data(self.data),
             "train_len": self.train_len,
             "eval_lens": list(self.eval_lens),
@@ -147,6 +174,18 @@ class Run:
             "checkpoints": list(self.checkpoint_steps),
             "analyse": analyse,
         }
+
+    def _learned_rows(self) -> int | None:
+        """The rows of a learned position table, beyond which the model cannot read."""
+        model = self.model
+        if isinstance(model, ModelConfig) and model.position == "learned":
+            return model.max_len
+        return None
+
+    def readable_lengths(self) -> tuple[int, ...]:
+        """The evaluation lengths the model can read (a learned table stops at its rows)."""
+        rows = self._learned_rows()
+        return tuple(n for n in self.eval_lens if rows is None or n <= rows)
 
     @property
     def checkpoint_steps(self) -> tuple[int, ...]:
@@ -206,9 +245,9 @@ def make_run(
     batch_size: int = 32,
     lr: float = 3e-3,
     eval_batches: int = 4,
-    analyse: Analyse | None = None,
+    analyse: Analyse[TinyTransformer] | None = None,
     **model_fields: Any,
-) -> Run:
+) -> Run[TinyTransformer]:
     """A :class:`Run` for any task or corpus; ``model_fields`` are fields of
     :class:`~rope_lessons.model.ModelConfig` (``vocab_size`` defaults to the data's).
 
@@ -295,13 +334,13 @@ class RunResult:
 
 
 def train_run(
-    run: Run,
+    run: Run[BuiltT],
     seed: int,
     device: torch.device | str = "cpu",
     progress: bool = True,
     stop_after: int | None = None,
     checkpoints: bool = True,
-) -> tuple[TinyTransformer, RunResult]:
+) -> tuple[BuiltT, RunResult]:
     """Train ``run`` from scratch with ``seed``, evaluate it on held-out data at every
     length, and hand back the trained model with the result.
 
@@ -329,12 +368,8 @@ def train_run(
     device = check_device(device)
     answers = answer_set(run.data)
     seed_everything(seed)
-    model = TinyTransformer(run.model).to(device)
-    lengths = [
-        length
-        for length in run.eval_lens
-        if not (run.model.position == "learned" and length > run.model.max_len)
-    ]
+    model = run.model.build().to(device)
+    lengths = run.readable_lengths()
 
     def evaluate_all() -> dict[int, Metrics]:
         return {
@@ -378,7 +413,7 @@ def train_run(
 
 
 def run_once(
-    run: Run,
+    run: Run[Any],
     seed: int,
     device: torch.device | str = "cpu",
     progress: bool = True,
@@ -401,7 +436,7 @@ def held_out(
 
 
 def run_seeds(
-    run: Run,
+    run: Run[Any],
     seeds: Sequence[int],
     device: torch.device | str = "cpu",
     progress: bool = True,
@@ -613,14 +648,14 @@ def order_run(
     batch_size: int = 32,
     label: str | None = None,
     **model_fields: Any,
-) -> Run:
+) -> Run[TinyTransformer]:
     """The chapter-2 order task for one position encoding.
 
     :class:`~rope_lessons.synthetic.WhichFirst` with 8 filler tokens, a two-layer
     model of width 64 with 4 heads, bidirectional unless ``causal``; trained at
     length 16 and evaluated at 16, 32 and 64. ``model_fields`` override fields
-    of :class:`~rope_lessons.model.ModelConfig` (e.g. ``rope="vo"``). The
-    default label names the variant: ``"rope, causal, rope=vo"``.
+    of :class:`~rope_lessons.model.ModelConfig` (e.g. ``placement="vo"``). The
+    default label names the variant: ``"rope, causal, placement=vo"``.
     """
     if label is None:
         overrides = [f"{name}={value}" for name, value in model_fields.items()]

@@ -4,7 +4,7 @@ Chapter 8 asks what happens when a RoPE model trained on sequences of
 ``original_length`` tokens reads longer ones, and what the published fixes
 change. Every fix here is a new per-pair frequency vector (and, for YaRN, an
 attention scale), so a trained model is extended by handing it a new
-``rope_theta``:
+:class:`~rope_lessons.rope.Rope`:
 
 * :func:`scaled_frequencies`: position interpolation ("linear", Chen et al.
   2023), NTK-aware scaling ("ntk", bloc97 2023), YaRN ("yarn", Peng et al.
@@ -44,7 +44,7 @@ from rope_lessons._checks import (
     check_positive_number,
 )
 from rope_lessons.model import SelfAttention, TinyTransformer
-from rope_lessons.rope import frequencies
+from rope_lessons.rope import Rope, frequencies
 from rope_lessons.spectrum import wavelengths
 from rope_lessons.synthetic import Batch, Task, batch_sampler
 from rope_lessons.training import train
@@ -285,7 +285,7 @@ def extended(
         model: a trained :class:`~rope_lessons.model.TinyTransformer` with
             ``position="rope"`` (left unchanged).
         theta: the new per-pair frequencies ``(d/2,)``; None keeps the model's.
-            They replace the model's whole ladder (its ``rope_p`` becomes 1).
+            They replace the model's whole ladder (p-RoPE's cut included).
         attention_factor: multiplies every layer's queries and keys (so the
             logits by its square), as Hugging Face applies YaRN's factor.
         log_scale_from: if given (the trained length ``L``), the query at
@@ -309,9 +309,8 @@ def extended(
     config = model.config
     if theta is not None:
         # the new frequencies replace the whole ladder, p-RoPE's cut included
-        config = dataclasses.replace(
-            config, rope_theta=tuple(float(t) for t in theta.tolist()), rope_p=1.0
-        )
+        layout = "interleaved" if config.rope is None else config.rope.layout
+        config = dataclasses.replace(config, rope=Rope.from_theta(theta, layout))
     copy = TinyTransformer(config).to(next(model.parameters()).device)
     copy.load_state_dict(model.state_dict())
     copy.eval()

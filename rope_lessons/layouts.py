@@ -60,22 +60,23 @@ def convert_layout(model: TinyTransformer, to: Layout) -> TinyTransformer:
         to: ``"interleaved"`` or ``"half"``.
 
     Returns:
-        A new model with ``config.rope_layout == to``; ``model`` is unchanged.
+        A new model whose ``config.rope`` is in layout ``to``; ``model`` is unchanged.
     """
     if not isinstance(model, TinyTransformer):
         raise TypeError(f"model must be a TinyTransformer, got {type(model).__name__}")
     to = check_layout(to)
     config = model.config
     converted = copy.deepcopy(model)
-    converted.config = dataclasses.replace(config, rope_layout=to)
+    if config.rope is None or config.rope.layout == to:
+        return converted
+    converted.config = dataclasses.replace(config, rope=config.rope.with_layout(to))
     blocks = [block for block in converted.blocks if isinstance(block, Block)]
     for block in blocks:
         block.attn.config = converted.config
-        block.attn.rotary = converted.config.rotary_arguments()
-    if config.rope_layout == to or config.position != "rope" or config.rope == "nope":
+    if config.placement == "nope":
         return converted
     perm = head_permutation(config.n_heads, config.head_dim, to).to(model.embed.weight.device)
-    rotated = set(config.rope)  # e.g. {"q", "k"}
+    rotated = set(config.placement)  # e.g. {"q", "k"}
     width = config.dim
     with torch.no_grad():
         for block in blocks:

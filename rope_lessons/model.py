@@ -13,30 +13,18 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Literal, NamedTuple, get_args
+from typing import Any, Literal, NamedTuple, get_args
 
 import torch
 from torch import nn
 
-from rope_lessons._checks import (
-    DEFAULT_BASE,
-    DEFAULT_P,
-    check_base,
-    check_choice,
-    check_fraction,
-    check_layout,
-    check_not_overridden,
-    check_positions,
-    check_positive_int,
-    check_theta,
-)
+from rope_lessons._checks import check_choice, check_positions, check_positive_int
 from rope_lessons.attention import Placement, attention, check_placement
 from rope_lessons.encodings import AbsoluteEncoding, absolute_encoding
-from rope_lessons.rope import Layout
+from rope_lessons.rope import Rope
 
 PositionKind = Literal["none", "learned", "rope"] | AbsoluteEncoding
 POSITION_KINDS: tuple[PositionKind, ...] = ("none", "learned", *get_args(AbsoluteEncoding), "rope")
-ROTARY_FIELDS = ("rope", "rope_base", "rope_layout", "rope_p", "rope_theta", "nope_layers")
 
 
 class QKV(NamedTuple):
@@ -45,15 +33,6 @@ class QKV(NamedTuple):
     q: torch.Tensor
     k: torch.Tensor
     v: torch.Tensor
-
-
-class RotaryArguments(NamedTuple):
-    """The rotary settings of a config as the rotation functions take them."""
-
-    base: float
-    layout: Layout
-    p: float
-    theta: torch.Tensor | None
 
 
 @dataclass(frozen=True)
@@ -72,21 +51,25 @@ class ModelConfig:
             (``"integer"``, ``"normalised_integer"``, ``"binary"``,
             ``"sinusoidal"``), or ``"rope"``.
         max_len: rows of the learned table; other encodings take any length.
-        rope: where RoPE rotates (see :mod:`rope_lessons.attention`).
-        rope_base, rope_layout, rope_p: RoPE's base, layout and p-RoPE fraction.
-        rope_theta: per-pair frequencies ``(D/2,)`` for every layer, in the
-            order of :func:`rope_lessons.rope.frequencies`; overrides
-            ``rope_base`` and ``rope_p`` (a zero leaves its pair unrotated).
-            A ``rope_p`` other than 1 beside it is refused, not ignored. A
-            ``rope_base`` beside it is kept as a record of the ladder the
-            frequencies were drawn from (stored sweeps describe runs so) and
-            is not used: :meth:`rotary_arguments` passes the default.
+        rope: the RoPE spec of every rotating layer (frequencies, layout,
+            attention factor), of dimension ``D``; with ``position="rope"``
+            None means ``Rope(D)`` (RoFormer's base 10000, interleaved), and
+            after construction the field always holds the spec. With any
+            other position it must stay None.
+        placement: where RoPE rotates (one of
+            :data:`~rope_lessons.attention.PLACEMENTS`; ``"qk"`` is RoFormer's).
         nope_layers: indices of layers that use no position encoding at all
             (e.g. every fourth layer, as in Llama 4).
 
-    The rotary fields only mean something with ``position="rope"``; setting
-    any of them to a non-default value with another position encoding is
+    ``rope``, ``placement`` and ``nope_layers`` only mean something with
+    ``position="rope"``; setting any of them with another position encoding is
     refused rather than silently ignored.
+
+    Example:
+        >>> ModelConfig(vocab_size=10).rope  # D = 64 / 4
+        Rope(16, base=10000, layout='interleaved', p=1, attention_factor=1)
+        >>> ModelConfig(vocab_size=10, rope=Rope(16, base=500.0), placement="vo").placement
+        'vo'
     """
 
     vocab_size: int
@@ -97,11 +80,8 @@ class ModelConfig:
     causal: bool = True
     position: PositionKind = "rope"
     max_len: int = 512
-    rope: Placement = "qk"
-    rope_base: float = 10000.0
-    rope_layout: Layout = "interleaved"
-    rope_p: float = 1.0
-    rope_theta: tuple[float, ...] | None = None
+    rope: Rope | None = None
+    placement: Placement = "qk"
     nope_layers: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
@@ -112,19 +92,7 @@ class ModelConfig:
                 f"dim / n_heads must be an even integer, got dim={self.dim}, n_heads={self.n_heads}"
             )
         check_choice(self.position, "position", POSITION_KINDS)
-        check_placement(self.rope)
-        check_base(self.rope_base)
-        check_layout(self.rope_layout)
-        check_fraction(self.rope_p, "rope_p")
-        if self.rope_theta is not None:
-            if not isinstance(self.rope_theta, tuple):
-                raise TypeError(
-                    f"rope_theta must be a tuple of floats, got {type(self.rope_theta).__name__}"
-                )
-            check_theta(torch.tensor(self.rope_theta, dtype=torch.float64), self.head_dim)
-            check_not_overridden(
-                DEFAULT_BASE, self.rope_p, self.rope_theta, ("rope_base", "rope_p", "rope_theta")
-            )
+        check_placement(self.placement)
         if not isinstance(self.nope_layers, tuple) or not all(
             isinstance(i, int) and not isinstance(i, bool) and 0 <= i < self.n_layers
             for i in self.nope_layers
@@ -134,33 +102,56 @@ class ModelConfig:
                 f"got {self.nope_layers!r}"
             )
         if self.position != "rope":
-            defaults = {f.name: f.default for f in dataclasses.fields(self)}
-            changed = [name for name in ROTARY_FIELDS if getattr(self, name) != defaults[name]]
+            changed = [
+                name
+                for name, value, default in (
+                    ("rope", self.rope, None),
+                    ("placement", self.placement, "qk"),
+                    ("nope_layers", self.nope_layers, ()),
+                )
+                if value != default
+            ]
             if changed:
                 raise ValueError(
                     f"{', '.join(changed)} only apply with position='rope', "
                     f"got position={self.position!r}"
                 )
+            return
+        if self.rope is None:
+            object.__setattr__(self, "rope", Rope(self.head_dim))
+        elif not isinstance(self.rope, Rope):
+            raise TypeError(
+                f"rope must be a Rope spec (e.g. Rope({self.head_dim}, base=500.0)) or None, "
+                f"got {self.rope!r}; where RoPE rotates is the field placement="
+            )
+        elif self.rope.dim != self.head_dim:
+            raise ValueError(
+                f"the Rope spec has dimension {self.rope.dim}, but the heads have "
+                f"D = dim / n_heads = {self.head_dim}"
+            )
 
     @property
     def head_dim(self) -> int:
         """``D = dim / n_heads``."""
         return self.dim // self.n_heads
 
-    def rotary_arguments(self) -> RotaryArguments:
-        """``base``, ``layout``, ``p`` and ``theta`` for :func:`~rope_lessons.rope.apply_rope`
-        and :func:`~rope_lessons.attention.attention`: with ``rope_theta``, the
-        frequencies as a float64 tensor and the default base and p it overrides."""
-        if self.rope_theta is None:
-            return RotaryArguments(self.rope_base, self.rope_layout, self.rope_p, None)
-        theta = torch.tensor(self.rope_theta, dtype=torch.float64)
-        return RotaryArguments(DEFAULT_BASE, self.rope_layout, DEFAULT_P, theta)
-
-    def placement(self, layer: int) -> Placement:
-        """Where RoPE rotates in layer ``layer``: ``rope``, or ``"nope"`` if it has no positions."""
+    def layer_placement(self, layer: int) -> Placement:
+        """Where RoPE rotates in layer ``layer``: :attr:`placement`, or ``"nope"`` if the
+        layer has no positions."""
         if self.position != "rope" or layer in self.nope_layers:
             return "nope"
-        return self.rope
+        return self.placement
+
+    def build(self) -> TinyTransformer:
+        """A freshly initialised :class:`TinyTransformer` of this configuration."""
+        return TinyTransformer(self)
+
+    def describe(self) -> dict[str, Any]:
+        """Every field as JSON-ready values (the spec by :meth:`Rope.to_dict`)."""
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        values["rope"] = None if self.rope is None else self.rope.to_dict()
+        values["nope_layers"] = list(self.nope_layers)
+        return values
 
 
 @lru_cache(maxsize=32)
@@ -186,11 +177,9 @@ class SelfAttention(nn.Module):
     def __init__(self, config: ModelConfig, layer: int = 0) -> None:
         super().__init__()
         self.config = config
-        self.placement = config.placement(layer)
+        self.placement = config.layer_placement(layer)
         self.qkv = nn.Linear(config.dim, 3 * config.dim, bias=False)
         self.proj = nn.Linear(config.dim, config.dim, bias=False)
-        self.rotary = config.rotary_arguments()
-        self.theta = self.rotary.theta
 
     def project(self, x: torch.Tensor) -> QKV:
         """``x`` ``(B, T, C)`` -> unrotated queries, keys and values, each ``(B, H, T, D)``."""
@@ -215,10 +204,8 @@ class SelfAttention(nn.Module):
             rope=self.placement,
             causal=cfg.causal,
             positions=positions,
-            base=self.rotary.base,
-            layout=self.rotary.layout,
-            p=self.rotary.p,
-            theta=self.theta,
+            layout=cfg.rope.layout if cfg.rope is not None else "interleaved",
+            theta=cfg.rope.theta if cfg.rope is not None else None,
             return_weights=return_weights,
         )
         out, weights = result if isinstance(result, tuple) else (result, None)
@@ -287,6 +274,21 @@ class TinyTransformer(nn.Module):
             return self.learned_positions.weight[:seq_len]
         return _absolute_table(kind, seq_len, self.config.dim, device)
 
+    def _check_ids(self, tokens: torch.Tensor) -> None:
+        """Refuse ids outside ``[0, V)``: with a clear error on the CPU, and on an
+        accelerator with an asynchronous assertion (no host-device sync per step)."""
+        vocab = self.config.vocab_size
+        if not tokens.numel():
+            return
+        if tokens.device.type != "cpu":
+            torch._assert_async(((tokens >= 0) & (tokens < vocab)).all())
+            return
+        low, high = (int(value) for value in torch.aminmax(tokens))
+        if low < 0 or high >= vocab:
+            raise ValueError(
+                f"tokens must lie in [0, vocab_size={vocab}), got ids from {low} to {high}"
+            )
+
     def _run(
         self,
         tokens: torch.Tensor,
@@ -296,13 +298,7 @@ class TinyTransformer(nn.Module):
     ) -> tuple[torch.Tensor, list[LayerOutput]]:
         if not isinstance(tokens, torch.Tensor) or tokens.ndim != 2 or tokens.is_floating_point():
             raise TypeError("tokens must be an integer tensor of shape (batch, seq)")
-        if tokens.numel() and (
-            int(tokens.min()) < 0 or int(tokens.max()) >= self.config.vocab_size
-        ):
-            raise ValueError(
-                f"tokens must lie in [0, vocab_size={self.config.vocab_size}), "
-                f"got ids from {int(tokens.min())} to {int(tokens.max())}"
-            )
+        self._check_ids(tokens)
         if positions is not None:
             if positions.ndim not in (1, 2):
                 raise ValueError(

@@ -18,6 +18,10 @@ built on it:
 * ``"retnet"``: retention (Sun et al. 2023, arXiv:2307.08621): a real decay
   :math:`\gamma_h` per head and RoPE on queries and keys, no softmax.
 
+They train like every model of the course: a
+:class:`~rope_lessons.experiments.Run` whose model is a :class:`RecurrentConfig`,
+through :func:`~rope_lessons.experiments.train_run`.
+
 Shapes: ``...`` any leading dimensions, ``T`` sequence length, ``n`` channels
 of the recurrence, ``d`` an even feature dimension (``d/2`` pairs), ``B``
 batch, ``H`` heads, ``D`` head dimension, ``C`` model width, ``V`` vocabulary.
@@ -25,10 +29,11 @@ batch, ``H`` heads, ``D`` head dimension, ``C`` model width, ``V`` vocabulary.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 import torch
 from torch import nn
@@ -41,11 +46,7 @@ from rope_lessons._checks import (
     check_positive_number,
 )
 from rope_lessons.attention import rotate_inputs, rotate_output
-from rope_lessons.experiments import RunResult, held_out
 from rope_lessons.rope import frequencies
-from rope_lessons.runtime import seed_everything
-from rope_lessons.synthetic import Task, batch_sampler
-from rope_lessons.training import evaluate, train
 
 MixerKind = Literal["real", "complex", "retnet"]
 MIXER_KINDS: tuple[MixerKind, ...] = get_args(MixerKind)
@@ -258,6 +259,15 @@ class RecurrentConfig:
             raise ValueError(
                 f"dim / n_heads must be an even integer, got dim={self.dim}, n_heads={self.n_heads}"
             )
+
+    def build(self) -> RecurrentModel:
+        """A freshly initialised :class:`RecurrentModel`: what a
+        :class:`~rope_lessons.experiments.Run` with this config trains."""
+        return RecurrentModel(self)
+
+    def describe(self) -> dict[str, Any]:
+        """Every field as JSON-ready values."""
+        return dataclasses.asdict(self)
 
 
 def _run_recurrence(x: torch.Tensor, decay: torch.Tensor, form: Form) -> torch.Tensor:
@@ -582,56 +592,6 @@ def loglog_slope(lengths: list[int] | tuple[int, ...], seconds: list[float]) -> 
     log_s = torch.tensor([math.log(s) for s in seconds], dtype=torch.float64)
     centred = log_t - log_t.mean()
     return float((centred * (log_s - log_s.mean())).sum() / centred.square().sum())
-
-
-# --- training one variant ------------------------------------------------------------
-
-
-def train_recurrent(
-    label: str,
-    config: RecurrentConfig,
-    task: Task,
-    *,
-    seed: int,
-    train_len: int,
-    eval_lens: tuple[int, ...],
-    steps: int,
-    batch_size: int = 16,
-    lr: float = 1e-2,
-    eval_batches: int = 2,
-    device: torch.device | str = "cpu",
-    progress: bool = True,
-) -> tuple[RecurrentModel, RunResult]:
-    """Train a :class:`RecurrentModel` with ``seed`` and evaluate it on held-out data.
-
-    The recurrent counterpart of :func:`~rope_lessons.experiments.run_once`:
-    the same seeding, training loop (:func:`~rope_lessons.training.train`) and
-    validation streams (at each length the same batches for every seed and
-    variant), returned as a :class:`~rope_lessons.experiments.RunResult`, so
-    that :func:`~rope_lessons.experiments.summarise` and
-    :func:`~rope_lessons.experiments.compare_paired` apply. The trained model
-    comes back too, for analysis.
-    """
-    seed_everything(seed)
-    model = RecurrentModel(config).to(device)
-    trained = train(
-        model,
-        batch_sampler(task, batch_size, train_len, seed=seed, device=device),
-        steps=steps,
-        lr=lr,
-        progress=progress,
-        desc=f"{label}, seed {seed}",
-    )
-    metrics = {
-        length: evaluate(
-            model,
-            held_out(task, length, device=device),
-            batches=eval_batches,
-        )
-        for length in eval_lens
-    }
-    result = RunResult(label, seed, trained.losses, metrics, wall_seconds=trained.wall_seconds)
-    return model, result
 
 
 def retnet_effective_decays(n_heads: int, head_dim: int, base: float = 10000.0) -> torch.Tensor:

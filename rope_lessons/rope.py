@@ -848,6 +848,19 @@ class Rope:
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"Rope is immutable: build a new one instead of setting {name!r}")
 
+    def __copy__(self) -> Rope:
+        return self  # immutable: a copy would be indistinguishable
+
+    def __deepcopy__(self, memo: dict[int, object]) -> Rope:
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle by value (the frozen attributes cannot be set one by one)."""
+        return (
+            _rebuilt_rope,
+            (self._values, self.layout, self.attention_factor, self.base, self.p),
+        )
+
     @property
     def theta(self) -> torch.Tensor:
         """The frequencies, float64 ``(d/2,)`` (a copy: the spec cannot be changed)."""
@@ -889,6 +902,23 @@ class Rope:
             f"{self.layout} layout, attention factor {self.attention_factor:g}"
         )
 
+    def with_layout(self, layout: Layout) -> Rope:
+        """The same frequencies and attention factor in ``layout``."""
+        return _rebuilt_rope(self._values, layout, self.attention_factor, self.base, self.p)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready values: the frequencies, layout and attention factor that define
+        the spec, and the ladder it was built from (``base``, ``p``; None for
+        :meth:`from_theta`). Stored sweeps describe their models with it."""
+        return {
+            "dim": self.dim,
+            "base": self.base,
+            "p": self.p,
+            "theta": list(self._values),
+            "layout": self.layout,
+            "attention_factor": self.attention_factor,
+        }
+
     def _identity(self) -> tuple[tuple[float, ...], str, float]:
         return self._values, self.layout, self.attention_factor
 
@@ -908,3 +938,16 @@ class Rope:
             f"Rope.from_theta({list(self._values)!r}, layout={self.layout!r}, "
             f"attention_factor={self.attention_factor:g})"
         )
+
+
+def _rebuilt_rope(
+    values: tuple[float, ...],
+    layout: Layout,
+    attention_factor: float,
+    base: float | None,
+    p: float | None,
+) -> Rope:
+    """A :class:`Rope` from its pickled state (see ``Rope.__reduce__``)."""
+    spec = Rope.__new__(Rope)
+    spec._settle(torch.tensor(values, dtype=torch.float64), layout, attention_factor, base, p)
+    return spec

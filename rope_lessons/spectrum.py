@@ -198,7 +198,8 @@ def ablate_pairs(
     chosen_pairs = _check_indices(pairs, "pairs", cfg.head_dim // 2)
     chosen_layers = _check_indices(layers, "layers", cfg.n_layers)
     chosen_heads = _check_indices(heads, "heads", cfg.n_heads)
-    dims = pair_dims(cfg.head_dim, cfg.rope_layout)[chosen_pairs].flatten()  # (2 * pairs,)
+    layout = "interleaved" if cfg.rope is None else cfg.rope.layout
+    dims = pair_dims(cfg.head_dim, layout)[chosen_pairs].flatten()  # (2 * pairs,)
     offsets = torch.tensor(chosen_heads).unsqueeze(-1) * cfg.head_dim  # (heads, 1)
     query_rows = (offsets + dims).flatten()  # rows of W_q inside qkv
     rows = torch.cat((query_rows, cfg.dim + query_rows))  # and of W_k
@@ -325,7 +326,10 @@ def mean_pair_norms(
     Returns:
         ``(query_norms, key_norms)``, each ``(L, H, D/2)``: layers, heads, pairs.
     """
-    layout = model.config.rope_layout
+    spec = model.config.rope
+    if spec is None:
+        raise ValueError(f"a RoPE model is needed, got position={model.config.position!r}")
+    layout = spec.layout
     per_layer = model.layer_qkv(tokens)
     queries = torch.stack([pair_norms(qkv.q, layout).mean(dim=(0, 2)) for qkv in per_layer])
     keys = torch.stack([pair_norms(qkv.k, layout).mean(dim=(0, 2)) for qkv in per_layer])

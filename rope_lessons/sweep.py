@@ -93,7 +93,7 @@ from rope_lessons.experiments import (
 from rope_lessons.runtime import check_device, choose_threads
 from rope_lessons.training import Metrics
 
-FORMAT = 2
+FORMAT = 3
 SWEEPS_PACKAGE = "rope_lessons.sweeps"
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 # Prefix agreement: the largest absolute difference allowed in a training loss of the
@@ -144,7 +144,7 @@ class Sweep:
     name: str
     version: int
     description: str
-    runs: tuple[Run, ...]
+    runs: tuple[Run[Any], ...]
     seeds: tuple[int, ...]
 
     def __post_init__(self) -> None:
@@ -170,14 +170,14 @@ class Sweep:
         """The run labels, in order."""
         return [run.label for run in self.runs]
 
-    def run(self, label: str) -> Run:
+    def run(self, label: str) -> Run[Any]:
         """The run with this label."""
         for run in self.runs:
             if run.label == label:
                 return run
         raise ValueError(f"sweep {self.name!r} has no run labelled {label!r}; it has {self.labels}")
 
-    def reference(self) -> tuple[Run, int]:
+    def reference(self) -> tuple[Run[Any], int]:
         """The cheapest run (see :attr:`Run.cost`) with the lowest seed: what the test re-trains."""
         return min(self.runs, key=lambda run: run.cost), min(self.seeds)
 
@@ -757,7 +757,7 @@ def _chosen_seeds(sweep: Sweep, seeds: Sequence[int] | None) -> tuple[int, ...]:
 
 def _pending(
     sweep: Sweep, seeds: Sequence[int], stored: Sequence[dict[str, Any]]
-) -> list[tuple[Run, int]]:
+) -> list[tuple[Run[Any], int]]:
     done = {(e["result"]["label"], e["result"]["seed"]) for e in stored}
     return [(run, s) for s in seeds for run in sweep.runs if (run.label, s) not in done]
 
@@ -768,7 +768,7 @@ def pending_runs(
     seeds: Sequence[int] | None = None,
     results_dir: Path | None = None,
     restart: bool = False,
-) -> list[tuple[Run, int]]:
+) -> list[tuple[Run[Any], int]]:
     """The (run, seed) pairs that :func:`run_sweep` with these arguments would train, in order."""
     chosen = _chosen_seeds(sweep, seeds)
     found = _read_for_writing(sweep, results_path(sweep.name, results_dir).parent, restart)

@@ -189,7 +189,9 @@ def _mean_cosine(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 @torch.no_grad()
-def reading_stats(model: TinyTransformer, run: Run, device: torch.device) -> dict[str, float]:
+def reading_stats(
+    model: TinyTransformer, run: Run[TinyTransformer], device: torch.device
+) -> dict[str, float]:
     r"""What the attention of a trained model reads, on held-out data at the training length.
 
     Averaged over layers, heads, sequences and query positions of
@@ -223,13 +225,15 @@ def reading_stats(model: TinyTransformer, run: Run, device: torch.device) -> dic
         "mean_distance": float((stacked * back.to(stacked)).sum(-1).mean()),
     }
     cfg = model.config
-    rotary = cfg.rotary_arguments()
+    rotary = cfg.rope
+    if rotary is None:
+        raise ValueError(f"reading_stats needs a RoPE model, got position={cfg.position!r}")
     theta = rotary.theta
-    dims = pair_dims(cfg.head_dim, cfg.rope_layout)  # (D/2, 2)
+    dims = pair_dims(cfg.head_dim, rotary.layout)  # (D/2, 2)
     fast, slow = dims[0].tolist(), dims[-1].tolist()
     cosines: dict[str, list[float]] = {}
     for layer, (q, k, v) in enumerate(model.layer_qkv(tokens)):
-        placement = cfg.placement(layer)
+        placement = cfg.layer_placement(layer)
         if placement not in WITHOUT_VALUE_TURN:
             continue
         outputs = [
@@ -238,9 +242,7 @@ def reading_stats(model: TinyTransformer, run: Run, device: torch.device) -> dic
                 k,
                 v,
                 rope=rope,
-                base=rotary.base,
                 layout=rotary.layout,
-                p=rotary.p,
                 theta=theta,
             )
             for rope in (placement, WITHOUT_VALUE_TURN[placement])
@@ -250,9 +252,7 @@ def reading_stats(model: TinyTransformer, run: Run, device: torch.device) -> dic
             v,
             v,
             torch.tensor(READ_DISTANCES),
-            base=rotary.base,
             layout=rotary.layout,
-            p=rotary.p,
             theta=theta,
         )  # (B, H, T, R)
         norms = v.double().square().sum(-1, keepdim=True).clamp(min=1e-12)

@@ -17,6 +17,7 @@ from rope_lessons.attention import PLACEMENTS, Placement, attention, rotate_inpu
 from rope_lessons.model import ModelConfig, TinyTransformer
 from rope_lessons.rope import (
     Layout,
+    Rope,
     apply_rope,
     apply_rope_complex,
     apply_rope_loop,
@@ -235,10 +236,10 @@ def test_vo_placement_is_the_relative_sum() -> None:
 @pytest.mark.parametrize(
     ("fields", "match"),
     [
-        ({"position": "sinusoidal", "rope": "vo"}, "rope only apply"),
-        ({"position": "none", "rope_theta": (1.0, 0.5, 0.2, 0.1, 0.0, 0.0, 0.0, 0.0)}, "rope_th"),
-        ({"position": "learned", "rope_base": 500.0}, "rope_base"),
-        ({"position": "rope", "rope_theta": (1.0, 0.5)}, r"shape \(d/2,\)"),
+        ({"position": "sinusoidal", "placement": "vo"}, "placement only apply"),
+        ({"position": "none", "rope": Rope(16)}, "rope only apply"),
+        ({"position": "learned", "rope": Rope(16, 500.0)}, "rope only apply"),
+        ({"position": "rope", "rope": Rope.from_theta((1.0, 0.5))}, r"dimension 4.*D = .* = 16"),
         ({"position": "rope", "nope_layers": (2,)}, "nope_layers"),
     ],
 )  # fmt: skip
@@ -249,7 +250,7 @@ def test_contradictory_configs_are_refused(fields: dict[str, object], match: str
 
 def test_layer_qkv_rebuilds_each_layers_attention() -> None:
     torch.manual_seed(0)
-    config = ModelConfig(vocab_size=11, dim=32, n_heads=2, n_layers=2, rope="qkvo")
+    config = ModelConfig(vocab_size=11, dim=32, n_heads=2, n_layers=2, placement="qkvo")
     model = TinyTransformer(config).eval()
     tokens = torch.randint(0, 11, (3, 9))
     _, maps = model.attention_maps(tokens)
@@ -266,9 +267,11 @@ def test_theta_and_nope_layers_reach_the_model() -> None:
     torch.manual_seed(0)
     tokens = torch.randint(0, 11, (2, 8))
     theta = tuple(frequencies(16, 100.0, p=0.5).tolist())
-    by_theta = TinyTransformer(ModelConfig(vocab_size=11, dim=32, n_heads=2, rope_theta=theta))
+    by_theta = TinyTransformer(
+        ModelConfig(vocab_size=11, dim=32, n_heads=2, rope=Rope.from_theta(theta))
+    )
     by_fields = TinyTransformer(
-        ModelConfig(vocab_size=11, dim=32, n_heads=2, rope_base=100.0, rope_p=0.5)
+        ModelConfig(vocab_size=11, dim=32, n_heads=2, rope=Rope(16, 100.0, p=0.5))
     )
     by_fields.load_state_dict(by_theta.state_dict())
     torch.testing.assert_close(by_theta(tokens), by_fields(tokens))

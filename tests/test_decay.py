@@ -289,6 +289,6 @@ def test_bad_input_is_refused() -> None:
     with pytest.raises(ValueError, match="position='rope'"):
         distance_profile(small_model(position="none"), tokens)
     with pytest.raises(ValueError, match="rope='qk'"):
-        distance_profile(small_model(rope="vo"), tokens)
+        distance_profile(small_model(placement="vo"), tokens)
     with pytest.raises(TypeError, match="tokens"):
         distance_profile(small_model(), torch.zeros(1, 10))

@@ -27,7 +27,7 @@ from rope_lessons.experiments import (
     summarise,
     train_run,
 )
-from rope_lessons.model import TinyTransformer
+from rope_lessons.model import ModelConfig
 from rope_lessons.synthetic import IGNORE, CopyAtLag, WhichFirst, batch_sampler
 from rope_lessons.training import Metrics, evaluate, train
 
@@ -56,10 +56,11 @@ def test_learned_positions_skip_lengths_beyond_their_table() -> None:
 
 
 def test_order_run_overrides_model_fields_and_names_them_in_the_label() -> None:
-    run = order_run("rope", causal=True, rope="vo", steps=1)
-    assert run.model.rope == "vo" and run.model.causal
-    assert run.label == "rope, causal, rope=vo"
-    assert order_run("rope").label != order_run("rope", rope="vo").label
+    run = order_run("rope", causal=True, placement="vo", steps=1)
+    assert isinstance(run.model, ModelConfig)
+    assert run.model.placement == "vo" and run.model.causal
+    assert run.label == "rope, causal, placement=vo"
+    assert order_run("rope").label != order_run("rope", placement="vo").label
 
 
 def test_the_order_task_is_evaluated_on_the_validation_stream_of_each_length() -> None:
@@ -67,7 +68,7 @@ def test_the_order_task_is_evaluated_on_the_validation_stream_of_each_length() -
     run = order_run("none", steps=2)
     result = run_once(run, seed=0, progress=False)
     torch.manual_seed(0)
-    model = TinyTransformer(run.model)
+    model = run.model.build()
     train(model, batch_sampler(run.data, 32, 16, seed=0), steps=2, progress=False)
     by_hand = evaluate(
         model,
@@ -85,7 +86,7 @@ def test_checkpoints_change_nothing_and_end_at_the_final_metrics() -> None:
     assert sorted(result.checkpoints) == [6, 12, 18, 24, 25, 30]
     assert result.checkpoints[30] == result.metrics  # the same batches at every length
     torch.manual_seed(1)
-    model = TinyTransformer(run.model)
+    model = run.model.build()
     plain = train(model, batch_sampler(run.data, 32, 16, seed=1), steps=30, progress=False)
     assert plain.losses == result.losses  # evaluating in between leaves training alone
 
@@ -130,7 +131,7 @@ def test_a_corpus_run_reports_validation_numbers_not_training_numbers() -> None:
     result = run_once(run, seed=0, progress=False)
     assert result.losses[-1] < 0.1  # it learned the training text
     torch.manual_seed(0)
-    model = TinyTransformer(run.model)
+    model = run.model.build()
     train(model, batch_sampler(corpus, 32, 8, seed=0), steps=40, progress=False)
     on_training_text = evaluate(model, batch_sampler(corpus, 256, 8, seed=8), batches=1)
     assert on_training_text.accuracy > 0.9
@@ -331,7 +332,7 @@ def test_the_smoke_variable_evaluates_one_batch(monkeypatch: pytest.MonkeyPatch)
         drawn.append(1)
         return sampler()
 
-    model = TinyTransformer(order_run("rope", steps=2).model)
+    model = order_run("rope", steps=2).model.build()
     evaluate(model, counted, batches=5)
     assert len(drawn) == 5
     monkeypatch.setenv("ROPE_LESSONS_SMOKE_STEPS", "3")

@@ -30,7 +30,7 @@ from rope_lessons.extension import (
     yarn_attention_factor,
 )
 from rope_lessons.model import ModelConfig, TinyTransformer
-from rope_lessons.rope import frequencies
+from rope_lessons.rope import Rope, frequencies
 from rope_lessons.synthetic import batch_sampler
 from rope_lessons.training import evaluate, fixed_batches
 
@@ -283,5 +283,5 @@ def test_fine_tune_changes_weights_and_keeps_frequencies() -> None:
     before = wider.head.weight.clone()
     fine_tune(wider, corpus, length=16, steps=3, batch_size=2, lr=1e-3, seed=0)
     assert not torch.equal(before, wider.head.weight)
-    assert wider.config.rope_theta == tuple(theta.tolist())
+    assert wider.config.rope == Rope.from_theta(theta)
     assert not wider.training

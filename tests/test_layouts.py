@@ -11,7 +11,7 @@ from helpers import attention_of
 from rope_lessons.attention import PLACEMENTS, Placement
 from rope_lessons.layouts import convert_layout, head_permutation
 from rope_lessons.model import ModelConfig, TinyTransformer
-from rope_lessons.rope import layout_permutation
+from rope_lessons.rope import Rope, layout_permutation
 
 
 def tiny_model(**fields: object) -> TinyTransformer:
@@ -35,11 +35,11 @@ def test_head_permutation_applies_the_layout_permutation_in_every_head() -> None
 @pytest.mark.parametrize("rope", PLACEMENTS)
 @pytest.mark.parametrize("causal", [False, True])
 def test_converted_model_computes_the_same_function(rope: Placement, causal: bool) -> None:
-    model = tiny_model(rope=rope, causal=causal, rope_layout="interleaved")
+    model = tiny_model(placement=rope, causal=causal)
     converted = convert_layout(model, "half")
-    assert converted.config.rope_layout == "half"
+    assert converted.config.rope is not None and converted.config.rope.layout == "half"
     assert all(
-        attention_of(converted, i).config.rope_layout == "half"
+        attention_of(converted, i).config.rope == converted.config.rope
         for i in range(len(converted.blocks))
     )
     torch.testing.assert_close(converted(tokens()), model(tokens()), rtol=1e-10, atol=1e-10)
@@ -53,15 +53,15 @@ def test_converted_model_computes_the_same_function(rope: Placement, causal: boo
 @pytest.mark.parametrize("rope", [p for p in PLACEMENTS if p != "nope"])
 def test_loading_weights_into_the_other_layout_changes_the_output(rope: Placement) -> None:
     """The porting bug: same weights, other layout, no error, different function."""
-    model = tiny_model(rope=rope, rope_layout="interleaved")
-    mixed = tiny_model(rope=rope, rope_layout="half")
+    model = tiny_model(placement=rope)
+    mixed = tiny_model(placement=rope, rope=Rope(16, layout="half"))
     mixed.load_state_dict(model.state_dict())
     difference = (mixed(tokens()) - model(tokens())).abs().max()
     assert difference > 1e-3
 
 
 def test_half_to_interleaved_conversion_also_works() -> None:
-    model = tiny_model(rope_layout="half")
+    model = tiny_model(rope=Rope(16, layout="half"))
     converted = convert_layout(model, "interleaved")
     torch.testing.assert_close(converted(tokens()), model(tokens()), rtol=1e-10, atol=1e-10)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -9,6 +10,7 @@ import torch
 
 from rope_lessons.attention import PLACEMENTS, Placement
 from rope_lessons.model import POSITION_KINDS, ModelConfig, PositionKind, TinyTransformer
+from rope_lessons.rope import Rope
 from rope_lessons.runtime import seed_everything
 from rope_lessons.synthetic import WhichFirst, batch_sampler
 from rope_lessons.training import evaluate, train
@@ -21,9 +23,10 @@ def test_every_position_kind_runs(position: PositionKind) -> None:
     assert model(tokens).shape == (3, 9, 11)
 
 
-@pytest.mark.parametrize("rope", PLACEMENTS)
-def test_every_placement_runs_and_returns_attention_maps(rope: Placement) -> None:
-    model = TinyTransformer(ModelConfig(vocab_size=5, dim=16, n_heads=2, n_layers=3, rope=rope))
+@pytest.mark.parametrize("placement", PLACEMENTS)
+def test_every_placement_runs_and_returns_attention_maps(placement: Placement) -> None:
+    config = ModelConfig(vocab_size=5, dim=16, n_heads=2, n_layers=3, placement=placement)
+    model = TinyTransformer(config)
     logits, maps = model.attention_maps(torch.randint(0, 5, (2, 6)))
     assert logits.shape == (2, 6, 5)
     assert len(maps) == 3 and maps[0].shape == (2, 2, 6, 6)
@@ -31,11 +34,11 @@ def test_every_placement_runs_and_returns_attention_maps(rope: Placement) -> Non
 
 
 def test_rope_model_is_shift_invariant_and_position_argument_is_used() -> None:
-    model = TinyTransformer(ModelConfig(vocab_size=5, dim=16, n_heads=2, rope="qk"))
+    model = TinyTransformer(ModelConfig(vocab_size=5, dim=16, n_heads=2, placement="qk"))
     tokens = torch.randint(0, 5, (2, 6))
     out = model(tokens)
     torch.testing.assert_close(model(tokens, torch.arange(6) + 100), out, rtol=1e-4, atol=1e-4)
-    absolute = TinyTransformer(ModelConfig(vocab_size=5, dim=16, n_heads=2, rope="q"))
+    absolute = TinyTransformer(ModelConfig(vocab_size=5, dim=16, n_heads=2, placement="q"))
     assert (absolute(tokens, torch.arange(6) + 100) - absolute(tokens)).abs().max() > 1e-3
 
 
@@ -59,9 +62,9 @@ def test_tokens_must_be_integer_batches() -> None:
         ({"dim": 30, "n_heads": 4}, ValueError, "dim / n_heads must be an even"),
         ({"dim": 12, "n_heads": 4}, ValueError, "dim / n_heads must be an even"),
         ({"position": "alibi"}, ValueError, "position must be one of"),
-        ({"rope": "kv"}, ValueError, "rope must be one of"),
-        ({"rope_layout": "neox"}, ValueError, "layout"),
-        ({"rope_p": 1.2}, ValueError, "rope_p"),
+        ({"placement": "kv"}, ValueError, "must be one of"),
+        ({"rope": "qk"}, TypeError, "placement="),
+        ({"rope": 10000.0}, TypeError, "Rope spec"),
         ({"vocab_size": 0}, ValueError, "vocab_size"),
         ({"n_layers": 2.0}, TypeError, "n_layers"),
     ],
@@ -85,23 +88,28 @@ def test_loss_goes_down_on_a_synthetic_task_in_a_few_steps() -> None:
     assert after.accuracy > 0.9
 
 
-def test_rope_p_that_rope_theta_overrides_is_refused() -> None:
-    theta = (1.0, 0.1, 0.0, 0.0)
-    with pytest.raises(ValueError, match=r"rope_p=0\.5 and rope_theta.*overrides"):
-        ModelConfig(vocab_size=5, dim=16, n_heads=2, rope_p=0.5, rope_theta=theta)
-    ModelConfig(vocab_size=5, dim=16, n_heads=2, rope_p=1.0, rope_theta=theta)
+def test_config_holds_one_spec_and_refuses_what_does_not_fit() -> None:
+    assert ModelConfig(vocab_size=5, dim=16, n_heads=2).rope == Rope(8)
+    assert ModelConfig(vocab_size=5, dim=16, n_heads=2, position="none").rope is None
+    with pytest.raises(ValueError, match=r"dimension 16.*D = dim / n_heads = 8"):
+        ModelConfig(vocab_size=5, dim=16, n_heads=2, rope=Rope(16))
+    # the old meaning of rope= (the placement) is refused, not read as a spec
+    with pytest.raises(TypeError, match="placement="):
+        ModelConfig(vocab_size=5, dim=16, n_heads=2, rope="vo")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="rope only apply with position='rope'"):
+        ModelConfig(vocab_size=5, dim=16, n_heads=2, position="none", rope=Rope(8))
+    with pytest.raises(ValueError, match="placement only apply"):
+        ModelConfig(vocab_size=5, dim=16, n_heads=2, position="learned", placement="vo")
+    with pytest.raises(TypeError, match="unexpected keyword argument 'rope_base'"):
+        ModelConfig(vocab_size=5, rope_base=500.0)  # type: ignore[call-arg]
 
 
-def test_rope_theta_model_runs_whatever_base_it_records() -> None:
-    # rope_base beside rope_theta is a record (stored sweeps hold such runs), never used:
-    # the model must not hand apply_rope a base that theta overrides
-    theta = (1.0, 0.1, 0.0, 0.0)
-    seed_everything(0)
-    plain = TinyTransformer(ModelConfig(vocab_size=5, dim=16, n_heads=2, rope_theta=theta))
-    recorded = TinyTransformer(
-        ModelConfig(vocab_size=5, dim=16, n_heads=2, rope_theta=theta, rope_base=100.0)
-    )
-    recorded.load_state_dict(plain.state_dict())
-    tokens = torch.randint(0, 5, (2, 6))
-    torch.testing.assert_close(recorded(tokens), plain(tokens), rtol=0, atol=0)
-    assert recorded.config.rotary_arguments().base == 10_000.0
+def test_config_description_is_json_and_names_the_frequencies() -> None:
+    spec = Rope(8, base=100.0, p=0.5)
+    described = ModelConfig(vocab_size=5, dim=16, n_heads=2, rope=spec).describe()
+    assert json.loads(json.dumps(described)) == described
+    assert described["rope"]["theta"] == spec.theta.tolist()
+    assert (described["rope"]["base"], described["rope"]["p"]) == (100.0, 0.5)
+    custom = ModelConfig(vocab_size=5, dim=16, n_heads=2, rope=Rope.from_theta(spec.theta))
+    assert custom.describe()["rope"]["base"] is None
+    assert custom == ModelConfig(vocab_size=5, dim=16, n_heads=2, rope=spec)  # same frequencies

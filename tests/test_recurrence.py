@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rope_lessons.attention import attention
+from rope_lessons.experiments import Run, train_run
 from rope_lessons.recurrence import (
     MIXER_KINDS,
     ComplexDecayMixer,
@@ -29,7 +30,6 @@ from rope_lessons.recurrence import (
     retnet_decays,
     retnet_effective_decays,
     time_forms,
-    train_recurrent,
     vo_rope_decay,
     vo_rope_weighted_sum,
 )
@@ -276,16 +276,16 @@ def test_timing_and_slopes() -> None:
         loglog_slope([1], [1.0])
 
 
-def test_train_recurrent_is_seeded_and_evaluates_each_length() -> None:
+def test_a_recurrent_run_trains_seeded_and_evaluates_each_length() -> None:
     config = RecurrentConfig(vocab_size=4, mixer="complex", dim=8, state=4, mlp_ratio=1)
-    kwargs = dict(seed=1, train_len=6, eval_lens=(6, 12), steps=3, progress=False)
-    task = CopyAtLag(lag=2, vocab=4)
-    model, result = train_recurrent("c", config, task, **kwargs)  # type: ignore[arg-type]
-    _, again = train_recurrent("c", config, task, **kwargs)  # type: ignore[arg-type]
+    run = Run("c", config, CopyAtLag(lag=2, vocab=4), train_len=6, eval_lens=(6, 12), steps=3)
+    model, result = train_run(run, seed=1, progress=False)
+    _, again = train_run(run, seed=1, progress=False)
     assert isinstance(model, RecurrentModel)
     assert result.label == "c" and result.seed == 1 and len(result.losses) == 3
     assert sorted(result.metrics) == [6, 12]
     assert again.losses == result.losses and again.metrics == result.metrics
+    assert run.describe()["model"]["mixer"] == "complex"
 
 
 def test_bad_input_is_refused() -> None:

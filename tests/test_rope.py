@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import copy
+import json
 import math
+import pickle
 from collections.abc import Callable
 
 import pytest
@@ -626,13 +629,33 @@ def test_rope_specs_compare_by_what_they_compute_and_cannot_change() -> None:
     assert ladder != Rope(8, base=100.0, attention_factor=1.1)
     with pytest.raises(AttributeError, match="immutable"):
         ladder.layout = "half"
-    copy = ladder.theta
-    copy[0] = 5.0
+    handed_out = ladder.theta
+    handed_out[0] = 5.0
     assert ladder.theta[0] == 1.0  # theta hands out a copy
     assert repr(ladder) == "Rope(8, base=100, layout='interleaved', p=1, attention_factor=1)"
     assert ladder.describe() == (
         "RoPE, d = 8, base 100, p = 1 (4 of 4 pairs rotate), interleaved layout, attention factor 1"
     )
+
+
+def test_a_rope_spec_copies_pickles_changes_layout_and_describes_itself() -> None:
+    spec = Rope(8, base=100.0, p=0.5, layout="half", attention_factor=1.25)
+    assert copy.deepcopy(spec) is spec and copy.copy(spec) is spec  # immutable
+    again = pickle.loads(pickle.dumps(spec))
+    assert again == spec and (again.base, again.p) == (100.0, 0.5)
+    turned = spec.with_layout("interleaved")
+    assert turned.layout == "interleaved" and turned != spec
+    assert torch.equal(turned.theta, spec.theta) and turned.attention_factor == 1.25
+    values = spec.to_dict()
+    assert json.loads(json.dumps(values)) == values
+    assert values == {
+        "dim": 8,
+        "base": 100.0,
+        "p": 0.5,
+        "theta": frequencies(8, 100.0, p=0.5).tolist(),
+        "layout": "half",
+        "attention_factor": 1.25,
+    }
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from rope_lessons.attention import attention
 from rope_lessons.model import ModelConfig, TinyTransformer
-from rope_lessons.rope import Layout, apply_rope, frequencies, layout_permutation
+from rope_lessons.rope import Layout, Rope, apply_rope, frequencies, layout_permutation
 from rope_lessons.spectrum import (
     ablate_pairs,
     diagonal_head,
@@ -170,7 +170,8 @@ def test_partial_rotary_and_prope_differ_where_the_chapter_says() -> None:
 
 def _model(layout: Layout = "interleaved") -> TinyTransformer:
     torch.manual_seed(0)
-    return TinyTransformer(ModelConfig(vocab_size=11, dim=32, n_heads=2, rope_layout=layout)).eval()
+    config = ModelConfig(vocab_size=11, dim=32, n_heads=2, rope=Rope(16, layout=layout))
+    return TinyTransformer(config).eval()
 
 
 @pytest.mark.parametrize("layout", ["interleaved", "half"])

@@ -9,6 +9,7 @@ import math
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -94,17 +95,17 @@ def test_a_full_rerun_reproduces(one_thread: None) -> None:
     assert cheaper.reproduces, str(cheaper)
 
 
-def flipped_rotation(monkeypatch: pytest.MonkeyPatch, run: Run) -> Run:
+def flipped_rotation(monkeypatch: pytest.MonkeyPatch, run: Run[Any]) -> Run[Any]:
     turn = rope_module.rotate_complex
     monkeypatch.setattr(rope_module, "rotate_complex", lambda x, phase: turn(x, phase.conj()))
     return run
 
 
-def another_learning_rate(monkeypatch: pytest.MonkeyPatch, run: Run) -> Run:
+def another_learning_rate(monkeypatch: pytest.MonkeyPatch, run: Run[Any]) -> Run[Any]:
     return dataclasses.replace(run, lr=run.lr * 1.1)
 
 
-def another_data_stream(monkeypatch: pytest.MonkeyPatch, run: Run) -> Run:
+def another_data_stream(monkeypatch: pytest.MonkeyPatch, run: Run[Any]) -> Run[Any]:
     sampler = synthetic.batch_sampler  # the function experiments imported
 
     def shifted(data, batch_size, length, *, seed, split="train", device="cpu"):  # type: ignore[no-untyped-def]
@@ -121,7 +122,7 @@ def another_data_stream(monkeypatch: pytest.MonkeyPatch, run: Run) -> Run:
     ids=lambda f: f.__name__,
 )
 def test_a_change_of_meaning_fails_the_check(
-    change: Callable[[pytest.MonkeyPatch, Run], Run],
+    change: Callable[[pytest.MonkeyPatch, Run[Any]], Run[Any]],
     monkeypatch: pytest.MonkeyPatch,
     one_thread: None,
 ) -> None:

@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 
 from rope_lessons.attention import PLACEMENTS, RELATIVE_PLACEMENTS, Placement, attention
 from rope_lessons.experiments import make_run
-from rope_lessons.model import TinyTransformer
 from rope_lessons.rope import Layout, rotation_matrix
 from rope_lessons.synthetic import IGNORE, CopyAtLag, MarkerDistance, batch_sampler
 from rope_lessons.vo_rope import (
@@ -260,9 +259,16 @@ def test_marker_distance_splits_and_bad_input() -> None:
 def test_reading_stats_on_an_untrained_model(rope: Placement) -> None:
     torch.manual_seed(0)
     run = make_run(
-        rope, CopyAtLag(lag=2), train_len=12, eval_lens=(12,), steps=1, dim=16, n_heads=2, rope=rope
+        rope,
+        CopyAtLag(lag=2),
+        train_len=12,
+        eval_lens=(12,),
+        steps=1,
+        dim=16,
+        n_heads=2,
+        placement=rope,
     )
-    model = TinyTransformer(run.model)
+    model = run.model.build()
     stats = reading_stats(model, run, torch.device("cpu"))
     assert 0 < stats["diagonal_weight"] < 1
     assert 0 < stats["mean_distance"] < 11
@@ -277,8 +283,10 @@ def test_reading_stats_on_an_untrained_model(rope: Placement) -> None:
 def test_reading_stats_weights_match_the_attention_maps() -> None:
     """diagonal_weight is the mean of the attention maps' diagonals, computed independently."""
     torch.manual_seed(1)
-    run = make_run("v", CopyAtLag(lag=1), train_len=10, eval_lens=(10,), steps=1, dim=16, rope="v")
-    model = TinyTransformer(run.model)
+    run = make_run(
+        "v", CopyAtLag(lag=1), train_len=10, eval_lens=(10,), steps=1, dim=16, placement="v"
+    )
+    model = run.model.build()
     stats = reading_stats(model, run, torch.device("cpu"))
     tokens, _ = batch_sampler(run.data, READ_BATCH, 10, seed=10, split="val")()
     with torch.no_grad():

@@ -24,6 +24,7 @@ import torch
 from rope_lessons.corpus import CharCorpus
 from rope_lessons.experiments import Run, held_out, make_run
 from rope_lessons.model import TinyTransformer
+from rope_lessons.rope import Rope
 from rope_lessons.spectrum import ablate_pairs, mean_pair_norms, offset_attention
 from rope_lessons.sweep import Sweep
 from rope_lessons.synthetic import CopyAtLag
@@ -40,7 +41,9 @@ def quarters(head_dim: int) -> tuple[list[int], list[int]]:
 
 
 @torch.no_grad()
-def frequency_analysis(model: TinyTransformer, run: Run, device: torch.device) -> dict[str, float]:
+def frequency_analysis(
+    model: TinyTransformer, run: Run[TinyTransformer], device: torch.device
+) -> dict[str, float]:
     """Ablation losses and per-head positional scores of a trained model (the sweep's ``analyse``).
 
     Returns:
@@ -74,7 +77,7 @@ def frequency_analysis(model: TinyTransformer, run: Run, device: torch.device) -
     return numbers
 
 
-MODEL: dict[str, Any] = {"dim": 64, "n_layers": 2, "n_heads": 2, "rope_base": 10000.0}
+MODEL: dict[str, Any] = {"dim": 64, "n_layers": 2, "n_heads": 2, "rope": Rope(32)}
 
 COPY = make_run(
     "copy",

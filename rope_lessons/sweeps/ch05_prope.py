@@ -22,10 +22,10 @@ Run with ``python -m rope_lessons.sweep ch05_prope``.
 
 from __future__ import annotations
 
-from typing import Any
-
 from rope_lessons.corpus import CharCorpus
 from rope_lessons.experiments import Run, make_run
+from rope_lessons.model import TinyTransformer
+from rope_lessons.rope import Rope
 from rope_lessons.spectrum import partial_rotary_theta
 from rope_lessons.sweep import Sweep
 
@@ -37,7 +37,7 @@ P_VALUES = (0.0, 0.25, 0.5, 0.75, 1.0)
 PARTIAL_FRACTIONS = (0.25, 0.75)
 
 
-def _run(label: str, **rope_fields: Any) -> Run:
+def _run(label: str, rope: Rope) -> Run[TinyTransformer]:
     return make_run(
         label,
         CharCorpus(),
@@ -48,16 +48,15 @@ def _run(label: str, **rope_fields: Any) -> Run:
         dim=HEAD_DIM,
         n_layers=2,
         n_heads=1,
-        rope_base=BASE,
-        **rope_fields,
+        rope=rope,
     )
 
 
-PROPE = tuple(_run(f"p={p:g}", rope_p=p) for p in P_VALUES)
+PROPE = tuple(_run(f"p={p:g}", Rope(HEAD_DIM, BASE, p=p)) for p in P_VALUES)
 PARTIAL = tuple(
     _run(
         f"partial {f:g}",
-        rope_theta=tuple(partial_rotary_theta(HEAD_DIM, f, BASE).tolist()),
+        Rope.from_theta(partial_rotary_theta(HEAD_DIM, f, BASE)),
     )
     for f in PARTIAL_FRACTIONS
 )

@@ -13,6 +13,7 @@ from __future__ import annotations
 from rope_lessons.attention import PLACEMENTS
 from rope_lessons.corpus import CharCorpus
 from rope_lessons.experiments import Run, make_run
+from rope_lessons.model import TinyTransformer
 from rope_lessons.sweep import Sweep
 from rope_lessons.vo_rope import reading_stats
 
@@ -20,7 +21,7 @@ TRAIN_LEN = 64
 STEPS = 300
 
 
-def placement_run(placement: str, *, steps: int = STEPS) -> Run:
+def placement_run(placement: str, *, steps: int = STEPS) -> Run[TinyTransformer]:
     """The chapter's language model with RoPE at ``placement``, trained for ``steps``."""
     return make_run(
         placement,
@@ -32,7 +33,7 @@ def placement_run(placement: str, *, steps: int = STEPS) -> Run:
         dim=64,
         n_layers=2,
         n_heads=4,
-        rope=placement,
+        placement=placement,
     )
 
 

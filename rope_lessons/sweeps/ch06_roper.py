@@ -11,6 +11,7 @@ two-layer model of width 64, 150 steps at length 32, evaluated at 32 and 64.
 from __future__ import annotations
 
 from rope_lessons.experiments import Run, make_run
+from rope_lessons.model import TinyTransformer
 from rope_lessons.sweep import Sweep
 from rope_lessons.synthetic import CopyAtLag, MarkerDistance, Task
 
@@ -21,7 +22,7 @@ TASKS: dict[str, Task] = {
 }
 
 
-def roper_run(task: str, placement: str) -> Run:
+def roper_run(task: str, placement: str) -> Run[TinyTransformer]:
     """``task`` (a key of :data:`TASKS`) with RoPE at ``placement``; label ``task/placement``."""
     return make_run(
         f"{task}/{placement}",
@@ -32,7 +33,7 @@ def roper_run(task: str, placement: str) -> Run:
         dim=64,
         n_layers=2,
         n_heads=4,
-        rope=placement,
+        placement=placement,
     )
 
 

@@ -42,8 +42,7 @@ from rope_lessons.extension import (
     token_losses,
 )
 from rope_lessons.model import TinyTransformer
-from rope_lessons.rope import frequencies
-from rope_lessons.spectrum import prope_theta
+from rope_lessons.rope import Rope, frequencies
 from rope_lessons.sweep import Sweep
 from rope_lessons.synthetic import Task
 from rope_lessons.training import fixed_batches
@@ -98,7 +97,9 @@ def bands(
     return {f"{name}/{band}": loss for band, loss in zip(BAND_NAMES, losses, strict=True)}
 
 
-def analyse_bands(model: TinyTransformer, run: Run, device: torch.device) -> dict[str, float]:
+def analyse_bands(
+    model: TinyTransformer, run: Run[TinyTransformer], device: torch.device
+) -> dict[str, float]:
     """Loss per band at 512 tokens, as trained (the from-scratch runs)."""
     return bands(model, eval_batches(run.data, device), "scratch")
 
@@ -146,7 +147,9 @@ def entropy_bands(model: TinyTransformer, tokens: torch.Tensor, name: str) -> di
     return {f"entropy/{name}/{band}": v for band, v in zip(BAND_NAMES, values, strict=True)}
 
 
-def analyse_extension(model: TinyTransformer, run: Run, device: torch.device) -> dict[str, float]:
+def analyse_extension(
+    model: TinyTransformer, run: Run[TinyTransformer], device: torch.device
+) -> dict[str, float]:
     """Every zero-shot and fine-tuned table, the ablations and the attention entropy."""
     batches = eval_batches(run.data, device)
     out: dict[str, float] = {}
@@ -163,7 +166,9 @@ def analyse_extension(model: TinyTransformer, run: Run, device: torch.device) ->
 CORPUS = CharCorpus()
 
 
-def corpus_run(label: str, analyse: Analyse, eval_lens: tuple[int, ...], **fields: Any) -> Run:
+def corpus_run(
+    label: str, analyse: Analyse[TinyTransformer], eval_lens: tuple[int, ...], **fields: Any
+) -> Run[TinyTransformer]:
     """A run of the experiment: the shared model size, budget and corpus."""
     return make_run(
         label,
@@ -180,9 +185,7 @@ def corpus_run(label: str, analyse: Analyse, eval_lens: tuple[int, ...], **field
     )
 
 
-PROPE = corpus_run(
-    "p-rope", analyse_bands, (TRAIN_LEN,), rope_theta=tuple(prope_theta(HEAD_DIM, P).tolist())
-)
+PROPE = corpus_run("p-rope", analyse_bands, (TRAIN_LEN,), rope=Rope(HEAD_DIM, p=P))
 NOPE_LAYERS = corpus_run("rope+nope", analyse_bands, (TRAIN_LEN,), nope_layers=(3,))
 ROPE = corpus_run("rope", analyse_extension, (TRAIN_LEN, EVAL_LEN))
 
