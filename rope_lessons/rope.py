@@ -346,8 +346,8 @@ def split_pairs(x: torch.Tensor, layout: Layout) -> tuple[torch.Tensor, torch.Te
     """
     if layout == "interleaved":
         return x[..., 0::2], x[..., 1::2]
-    half = x.shape[-1] // 2
-    return x[..., :half], x[..., half:]
+    first, second = x.chunk(2, dim=-1)
+    return first, second
 
 
 def read_pairs(x: torch.Tensor, layout: Layout = "interleaved") -> torch.Tensor:
@@ -559,8 +559,8 @@ def apply_rope(
         )
     if layout == "interleaved":
         return rotate_complex(x_compute, torch.complex(cos, sin)).to(x.dtype)
-    half = dim // 2  # one buffer written in place by the kernel: no cat, no temporaries
-    pairs = _turn_stacked(x_compute[..., :half], x_compute[..., half:], cos, sin)  # (.., T, 2, d/2)
+    # one buffer written in place by the kernel: no cat, no temporaries
+    pairs = _turn_stacked(*split_pairs(x_compute, layout), cos, sin)  # (..., T, 2, d/2)
     return pairs.flatten(-2).to(x.dtype)
 
 
