@@ -71,7 +71,6 @@ def convert_layout(model: TinyTransformer, to: Layout) -> TinyTransformer:
     blocks = [block for block in converted.blocks if isinstance(block, Block)]
     for block in blocks:
         block.attn.config = converted.config
-        block.attn.rotary = converted.config.rotary_arguments()
     if config.rope_layout == to or config.position != "rope" or config.rope == "nope":
         return converted
     perm = head_permutation(config.n_heads, config.head_dim, to).to(model.embed.weight.device)

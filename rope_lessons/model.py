@@ -30,6 +30,7 @@ from rope_lessons._checks import (
     check_positive_int,
     check_theta,
 )
+from rope_lessons._config_rope import config_rope
 from rope_lessons.attention import Placement, attention, check_placement
 from rope_lessons.encodings import AbsoluteEncoding, absolute_encoding
 from rope_lessons.rope import Layout
@@ -212,13 +213,10 @@ class SelfAttention(nn.Module):
         qkv = self.project(x)  # (B, H, T, D) each
         result = attention(
             *qkv,
-            rope=self.placement,
+            placement=self.placement,
+            rope=config_rope(cfg),
             causal=cfg.causal,
             positions=positions,
-            base=self.rotary.base,
-            layout=self.rotary.layout,
-            p=self.rotary.p,
-            theta=self.theta,
             return_weights=return_weights,
         )
         out, weights = result if isinstance(result, tuple) else (result, None)

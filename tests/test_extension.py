@@ -30,7 +30,7 @@ from rope_lessons.extension import (
     yarn_attention_factor,
 )
 from rope_lessons.model import ModelConfig, TinyTransformer
-from rope_lessons.rope import frequencies
+from rope_lessons.rope import Rope, frequencies
 from rope_lessons.synthetic import batch_sampler
 from rope_lessons.training import evaluate, fixed_batches
 
@@ -228,7 +228,9 @@ def test_extended_attention_factor_scales_queries_and_keys() -> None:
     wider = extended(model, theta, attention_factor=factor, log_scale_from=8)
     q, k, v = model.layer_qkv(tokens)[0]
     scale = log_length_scale(20, 8).float()[:, None] * factor
-    _, expected = attention(q * scale, k * factor, v, theta=theta, return_weights=True)
+    _, expected = attention(
+        q * scale, k * factor, v, rope=Rope.from_theta(theta), return_weights=True
+    )
     _, maps = wider.attention_maps(tokens)
     torch.testing.assert_close(maps[0], expected)
     # and the original model is untouched: its own map differs

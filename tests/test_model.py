@@ -59,7 +59,7 @@ def test_tokens_must_be_integer_batches() -> None:
         ({"dim": 30, "n_heads": 4}, ValueError, "dim / n_heads must be an even"),
         ({"dim": 12, "n_heads": 4}, ValueError, "dim / n_heads must be an even"),
         ({"position": "alibi"}, ValueError, "position must be one of"),
-        ({"rope": "kv"}, ValueError, "rope must be one of"),
+        ({"rope": "kv"}, ValueError, "placement must be one of"),
         ({"rope_layout": "neox"}, ValueError, "layout"),
         ({"rope_p": 1.2}, ValueError, "rope_p"),
         ({"vocab_size": 0}, ValueError, "vocab_size"),
