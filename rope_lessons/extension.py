@@ -262,13 +262,12 @@ def base_lower_bound(
     high = check_positive_number(1000.0 * length if high is None else high, "high")
     steps = math.ceil((math.log10(high) - math.log10(low)) * per_decade) + 1
     grid = torch.logspace(math.log10(low), math.log10(high), steps, dtype=torch.float64)
-    k = torch.arange(d // 2, dtype=torch.float64)
     m = torch.arange(length, dtype=torch.float64)
     block, chunk = 128, 512
     for start in range(0, steps, block):
         bases = grid[start : start + block]  # (n,)
         alive = torch.ones(len(bases), dtype=torch.bool)
-        theta = bases[:, None] ** (-2.0 * k / d)  # (n, d/2)
+        theta = torch.stack([frequencies(d, base) for base in bases.tolist()])  # (n, d/2)
         # the sum tends to dip lowest at the longest distances: test those first
         for first in reversed(range(0, length, chunk)):
             angles = m[first : first + chunk, None, None] * theta[alive]  # (M, n', d/2)
