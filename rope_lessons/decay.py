@@ -40,7 +40,7 @@ from rope_lessons.attention import rotate_inputs
 from rope_lessons.corpus import CharCorpus
 from rope_lessons.experiments import Run, make_run
 from rope_lessons.model import TinyTransformer
-from rope_lessons.rope import Layout, Rope, apply_rope, frequencies, read_pairs, score_at_distance
+from rope_lessons.rope import Rope, frequencies
 from rope_lessons.synthetic import batch_sampler
 
 
@@ -83,7 +83,13 @@ def roformer_bound(distances: torch.Tensor, d: int, base: float = 10000.0) -> to
     """
     distances = _check_distances(distances)
     d = check_even_dim(d, "d")
-    theta = frequencies(d, base, device=distances.device)  # (d/2,) float64
+    return _mean_partial_sum(distances, frequencies(d, base))
+
+
+def _mean_partial_sum(distances: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
+    r""":math:`\frac{1}{d/2}\sum_j |S_j(r)|` for checked ``distances`` ``(...,)`` and
+    frequencies ``theta`` ``(d/2,)``; float64 ``(...,)``."""
+    theta = theta.to(distances.device, torch.float64)
     angles = distances.to(torch.float64).unsqueeze(-1) * theta  # (..., d/2)
     partial_sums = torch.polar(torch.ones_like(angles), angles).cumsum(-1)  # S_1 .. S_{d/2}
     return partial_sums.abs().mean(-1)
@@ -94,8 +100,7 @@ def abel_bound(
     k: torch.Tensor,
     distances: torch.Tensor,
     *,
-    base: float = 10000.0,
-    layout: Layout = "interleaved",
+    rope: Rope | None = None,
 ) -> torch.Tensor:
     r"""RoFormer's full bound :math:`\max_k |h_{k+1} - h_k| \cdot \sum_j |S_j(r)|`.
 
@@ -107,24 +112,27 @@ def abel_bound(
     Args:
         q, k: ``(..., d)``, broadcastable.
         distances: integer tensor ``(R,)``, values >= 0.
+        rope: the spec whose pairs and frequencies are used; default ``Rope(d)``.
 
     Returns:
         float64 tensor ``(..., R)``.
     """
     q, k = _check_vector(q, "q"), _check_vector(k, "k")
-    h = read_pairs(q, layout).to(torch.complex128) * read_pairs(k, layout).conj()
+    d = q.shape[-1]
+    rope = Rope(d) if rope is None else rope
+    rope.check_dim(d, "the last dimension of q")
+    distances = _check_distances(distances)
+    h = rope.pairs(q).to(torch.complex128) * rope.pairs(k).conj()
     # h: (..., d/2) complex128; steps: |h_{k+1} - h_k| with h_{d/2} = 0
     steps = torch.diff(h, dim=-1, append=torch.zeros_like(h[..., :1])).abs()
-    d = q.shape[-1]
-    return steps.amax(-1, keepdim=True) * (d // 2) * roformer_bound(distances, d, base)
+    return steps.amax(-1, keepdim=True) * (d // 2) * _mean_partial_sum(distances, rope.theta)
 
 
 def peaked_key(
     q: torch.Tensor,
     r: int,
     *,
-    base: float = 10000.0,
-    layout: Layout = "interleaved",
+    rope: Rope | None = None,
 ) -> torch.Tensor:
     r"""A key of the norm of ``q`` whose score against ``q`` is largest at distance ``r``.
 
@@ -144,7 +152,7 @@ def peaked_key(
     Args:
         q: queries ``(..., d)``, floating, every vector nonzero.
         r: the distance at which the score should peak, an int >= 0.
-        base, layout: as in :func:`rope_lessons.rope.apply_rope`.
+        rope: the spec that turns ``q``; default ``Rope(d)``.
 
     Returns:
         Keys of the shape and dtype of ``q``.
@@ -156,7 +164,8 @@ def peaked_key(
         raise ValueError(f"r must be >= 0 (a key r positions before the query), got {r}")
     if bool((q.norm(dim=-1) == 0).any()):
         raise ValueError("q contains a zero vector: its score is 0 at every distance, no key peaks")
-    rotated = apply_rope(q.unsqueeze(-2), torch.tensor([r]), base=base, layout=layout)
+    rope = Rope(q.shape[-1]) if rope is None else rope
+    rotated = rope.apply(q.unsqueeze(-2), torch.tensor([r]))  # (..., 1, d)
     return rotated.squeeze(-2)  # (..., d)
 
 
@@ -165,8 +174,7 @@ def attention_by_distance(
     k: torch.Tensor,
     context: int,
     *,
-    base: float = 10000.0,
-    layout: Layout = "interleaved",
+    rope: Rope | None = None,
 ) -> torch.Tensor:
     r"""The attention a query pays to ``context`` copies of the same key, by distance.
 
@@ -180,13 +188,15 @@ def attention_by_distance(
     Args:
         q, k: ``(..., d)``.
         context: number of keys, >= 1.
+        rope: the spec; default ``Rope(d)``.
 
     Returns:
         float64 tensor ``(..., context)`` whose last dimension sums to 1.
     """
     context = check_positive_int(context, "context")
     distances = torch.arange(context, device=q.device)
-    scores = score_at_distance(q, k, distances, base=base, layout=layout)  # (..., context)
+    rope = Rope(q.shape[-1]) if rope is None else rope
+    scores = rope.score_at_distance(q, k, distances)  # (..., context)
     return (scores / math.sqrt(q.shape[-1])).softmax(-1)
 
 
@@ -204,8 +214,7 @@ def monte_carlo_score(
     samples: int = 4096,
     correlation: float = 0.0,
     seed: int = 0,
-    base: float = 10000.0,
-    layout: Layout = "interleaved",
+    rope: Rope | None = None,
     chunk: int = 1024,
 ) -> MonteCarloScore:
     r"""Monte Carlo estimate of :math:`E[q^\top R_{-r} k]` for Gaussian ``q``, ``k``.
@@ -226,13 +235,15 @@ def monte_carlo_score(
         samples: number of ``(q, k)`` pairs, >= 2.
         correlation: ``c`` in ``[-1, 1]``.
         seed: seeds a private generator, so the estimate is reproducible.
-        base, layout: as in :func:`rope_lessons.rope.score_at_distance`.
+        rope: the spec, of dimension ``d``; default ``Rope(d)``.
         chunk: pairs scored at once (bounds memory to ``chunk * R`` floats).
 
     Returns:
         :class:`MonteCarloScore` of two float64 tensors ``(R,)``.
     """
     d = check_even_dim(d, "d")
+    rope = Rope(d) if rope is None else rope
+    rope.check_dim(d, "d")
     distances = _check_distances(distances)
     samples = check_positive_int(samples, "samples")
     if samples < 2:
@@ -250,7 +261,7 @@ def monte_carlo_score(
         q = torch.randn(n, d, generator=generator, dtype=torch.float64)
         noise = torch.randn(n, d, generator=generator, dtype=torch.float64)
         k = correlation * q + math.sqrt(1.0 - correlation**2) * noise
-        scores = score_at_distance(q, k, distances, base=base, layout=layout)  # (n, R)
+        scores = rope.score_at_distance(q, k, distances)  # (n, R)
         total += scores.sum(0)
         total_sq += scores.square().sum(0)
     mean = total / samples
@@ -340,10 +351,9 @@ def distance_profile(
     max_distance = check_positive_int(max_distance, "max_distance")
     if max_distance >= seq_len:
         raise ValueError(f"max_distance must be < seq = {seq_len}, got {max_distance}")
-    rotary = cfg.rope
-    if rotary is None:  # position="rope" was checked above; this narrows the type
+    rope = cfg.rope
+    if rope is None:  # position="rope" was checked above; this narrows the type
         raise ValueError("distance_profile needs position='rope'")
-    theta = rotary.theta
     model.eval()
     layers_qkv = model.layer_qkv(tokens)
     _, weights = model.attention_maps(tokens)
@@ -359,7 +369,7 @@ def distance_profile(
     logit, weight, content, mean_query, mean_key = [], [], [], [], []
     for qkv, layer_weights in zip(layers_qkv, weights, strict=True):
         scale = math.sqrt(qkv.q.shape[-1])
-        q_rot, k_rot, _ = rotate_inputs(*qkv, layout=rotary.layout, theta=theta)
+        q_rot, k_rot, _ = rotate_inputs(*qkv, rope=rope)
         logit.append(by_distance(q_rot @ k_rot.transpose(-2, -1) / scale))
         content.append(by_distance(qkv.q @ qkv.k.transpose(-2, -1) / scale))
         weight.append(by_distance(layer_weights))
@@ -374,7 +384,7 @@ def distance_profile(
         mean_query=torch.stack(mean_query),
         mean_key=torch.stack(mean_key),
         uniform_weight=uniform,
-        rope=rotary,
+        rope=rope,
     )
 
 

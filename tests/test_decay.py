@@ -22,7 +22,7 @@ from rope_lessons.decay import (
     roformer_bound,
 )
 from rope_lessons.model import ModelConfig, TinyTransformer
-from rope_lessons.rope import Layout, frequencies, read_pairs, score_at_distance
+from rope_lessons.rope import Layout, Rope, frequencies, read_pairs, score_at_distance
 
 dims = st.integers(1, 32).map(lambda half: 2 * half)
 bases = st.sampled_from([10.0, 100.0, 10_000.0, 500_000.0])
@@ -76,7 +76,7 @@ def test_abel_bound_bounds_the_score(d: int, base: float, layout: Layout, seed: 
     q, k = random_features(2, 4, d, seed=seed)
     distances = torch.tensor([0, 1, 2, 10, 100, 1000, 12345, 10**5])
     score = score_at_distance(q, k, distances, base=base, layout=layout)
-    bound = abel_bound(q, k, distances, base=base, layout=layout)
+    bound = abel_bound(q, k, distances, rope=Rope(d, base, layout))
     assert bound.shape == score.shape == (4, 8)
     assert bool((score.abs() <= bound * (1 + 1e-12)).all())
 
@@ -113,7 +113,7 @@ def test_peaked_key_peaks_where_asked(
         slowest = [d - 2, d - 1] if layout == "interleaved" else [d // 2 - 1, d - 1]
         q = torch.zeros(d, dtype=torch.float64)
         q[slowest] = torch.tensor([0.3, -1.7], dtype=torch.float64)
-    k = peaked_key(q, r, layout=layout)
+    k = peaked_key(q, r, rope=Rope(d, layout=layout))
     assert k.shape == q.shape and k.dtype == q.dtype
     assert k.norm().item() == pytest.approx(q.norm().item(), rel=1e-12)
     scores = score_at_distance(q, k, ALL_DISTANCES, layout=layout)
@@ -125,7 +125,7 @@ def test_peaked_key_peaks_where_asked(
 
 def test_peaked_key_handles_a_batch_of_queries() -> None:
     q = random_features(3, 2, 16, seed=1)
-    keys = peaked_key(q, 40, base=500.0)
+    keys = peaked_key(q, 40, rope=Rope(16, 500.0))
     scores = score_at_distance(q, keys, torch.arange(2000), base=500.0)
     assert (scores.argmax(-1) == 40).all()
 
@@ -138,10 +138,11 @@ def test_attention_by_distance_is_a_row_of_causal_attention(
     d: int, context: int, layout: Layout, seed: int
 ) -> None:
     q, k = random_features(2, d, seed=seed) * 3
-    weights = attention_by_distance(q, k, context, layout=layout)
+    rope = Rope(d, layout=layout)
+    weights = attention_by_distance(q, k, context, rope=rope)
     queries = q.expand(1, 1, context, d)
     keys = k.expand(1, 1, context, d)
-    _, full = attention(queries, keys, keys, layout=layout, return_weights=True)
+    _, full = attention(queries, keys, keys, rope=rope, return_weights=True)
     last_row = full[0, 0, -1]  # key n at distance context - 1 - n
     torch.testing.assert_close(weights, last_row.flip(-1), rtol=1e-10, atol=1e-12)
 
@@ -170,7 +171,13 @@ def test_monte_carlo_correlated_mean_is_c_times_the_trace(
     d = 32
     distances = torch.tensor([0, 3, 50, 700])
     result = monte_carlo_score(
-        d, distances, samples=4096, correlation=correlation, seed=1, layout=layout, chunk=1000
+        d,
+        distances,
+        samples=4096,
+        correlation=correlation,
+        seed=1,
+        rope=Rope(d, layout=layout),
+        chunk=1000,
     )
     angles = distances[:, None].double() * frequencies(d)
     trace = 2 * angles.cos().sum(-1)
@@ -273,8 +280,8 @@ def test_bad_input_is_refused() -> None:
         peaked_key(torch.ones(7), 3)
     with pytest.raises(TypeError, match="q"):
         peaked_key(torch.ones(8, dtype=torch.long), 3)
-    with pytest.raises(ValueError, match="layout"):
-        peaked_key(q, 3, layout="diagonal")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="build Rope\\(8"):
+        peaked_key(q, 3, rope=Rope(16))
     with pytest.raises(ValueError, match="correlation"):
         monte_carlo_score(8, torch.arange(3), correlation=1.5)
     with pytest.raises(ValueError, match="samples"):

@@ -62,7 +62,7 @@ def test_tokens_must_be_integer_batches() -> None:
         ({"dim": 30, "n_heads": 4}, ValueError, "dim / n_heads must be an even"),
         ({"dim": 12, "n_heads": 4}, ValueError, "dim / n_heads must be an even"),
         ({"position": "alibi"}, ValueError, "position must be one of"),
-        ({"placement": "kv"}, ValueError, "must be one of"),
+        ({"placement": "kv"}, ValueError, "placement must be one of"),
         ({"rope": "qk"}, TypeError, "placement="),
         ({"rope": 10000.0}, TypeError, "Rope spec"),
         ({"vocab_size": 0}, ValueError, "vocab_size"),
