@@ -650,7 +650,7 @@ def summary_from_numbers(numbers: dict[str, float]) -> dict[str, torch.Tensor]:
     }
 
 
-def decay_run(steps: int = 300) -> Run[TinyTransformer]:
+def decay_run(steps: int = 1500) -> Run[TinyTransformer]:
     """The chapter's trained model: a small causal RoPE language model on the course's corpus.
 
     Two layers of width 64 with four heads of dimension 16 (8 rotary pairs,
