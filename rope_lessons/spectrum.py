@@ -234,6 +234,11 @@ def offset_attention(weights: torch.Tensor, offset: int) -> torch.Tensor:
     """
     if not isinstance(weights, torch.Tensor) or weights.ndim < 2:
         raise TypeError("weights must be a torch.Tensor of shape (..., T, T)")
+    if weights.shape[-2] != weights.shape[-1]:
+        raise ValueError(
+            "weights must be square, (..., T, T) with a row per query and a column per "
+            f"key of the same sequence, got {tuple(weights.shape)}"
+        )
     if isinstance(offset, bool) or not isinstance(offset, int):
         raise TypeError(f"offset must be an int, got {type(offset).__name__}")
     if not 0 <= offset < weights.shape[-1]:

@@ -212,6 +212,8 @@ def test_offset_attention_by_hand() -> None:
     assert offset_attention(eye, 0).item() == 1.0 and offset_attention(eye, 1).item() == 0.0
     assert offset_attention(previous, 1).item() == 1.0
     assert offset_attention(previous, 0).item() == pytest.approx(0.2)
+    with pytest.raises(ValueError, match="square"):
+        offset_attention(torch.rand(3, 5), 1)
 
 
 @given(dim=dims, layout=layouts, seed=seeds)
