@@ -37,7 +37,7 @@ from rope_lessons._checks import (
     check_positive_int,
     check_positive_number,
 )
-from rope_lessons.model import Block, TinyTransformer
+from rope_lessons.model import QKV, Block, TinyTransformer
 from rope_lessons.rope import Rope, frequencies, split_pairs
 
 
@@ -339,7 +339,21 @@ def mean_pair_norms(
     rope = model.config.rope
     if rope is None:
         raise ValueError(f"a RoPE model is needed, got position={model.config.position!r}")
-    per_layer = model.layer_qkv(tokens)
-    queries = torch.stack([pair_norms(qkv.q, rope).mean(dim=(0, 2)) for qkv in per_layer])
-    keys = torch.stack([pair_norms(qkv.k, rope).mean(dim=(0, 2)) for qkv in per_layer])
+    return qkv_pair_norms(model.layer_qkv(tokens), rope)
+
+
+def qkv_pair_norms(layers_qkv: Sequence[QKV], rope: Rope) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`mean_pair_norms` from any model's unrotated queries and keys.
+
+    Args:
+        layers_qkv: one :class:`~rope_lessons.model.QKV` per layer (e.g. from
+            ``layer_qkv`` of a toy or of :class:`rope_lessons.pretrained.Pretrained`).
+        rope: the spec whose layout says where the pairs sit.
+
+    Returns:
+        ``(query_norms, key_norms)``: ``(L, H, D/2)`` and ``(L, H_kv, D/2)``, the
+        mean of :func:`pair_norms` over the batch and every position.
+    """
+    queries = torch.stack([pair_norms(qkv.q, rope).mean(dim=(0, 2)) for qkv in layers_qkv])
+    keys = torch.stack([pair_norms(qkv.k, rope).mean(dim=(0, 2)) for qkv in layers_qkv])
     return queries, keys
