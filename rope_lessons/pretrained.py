@@ -265,7 +265,7 @@ class Pretrained:
         """
         if not isinstance(drop, torch.Tensor) or drop.dtype != torch.bool:
             raise TypeError("drop must be a bool tensor broadcastable to (layers, heads, pairs)")
-        mask = drop.expand(self.n_layers, self.n_heads, self.head_dim // 2)
+        mask = drop.cpu().expand(self.n_layers, self.n_heads, self.head_dim // 2)
         dims = pair_dims(self.rope)  # (D/2, 2): the two features of each pair
         saved = []
         try:
@@ -300,7 +300,7 @@ class Pretrained:
         rotary = self.model.model.rotary_emb
         original = rotary.inv_freq.clone()
         try:
-            rotary.inv_freq.copy_(rope.theta.to(original.dtype))
+            rotary.inv_freq.copy_(rope.theta.to(original.device, original.dtype))
             yield
         finally:
             rotary.inv_freq.copy_(original)
