@@ -424,8 +424,8 @@ def qkv_distance_profile(
         k_mean = k.mean(dim=(0, 2), keepdim=True)
         q_rest, k_rest, _ = rotate_inputs(qkv.q - q_mean, k - k_mean, k, rope=rope)
         centred.append(by_distance(q_rest @ k_rest.transpose(-2, -1) / scale))
-        mean_query.append(q_mean[0, :, 0].double().cpu())  # (H, D)
-        mean_key.append(k_mean[0, :, 0].double().cpu())
+        mean_query.append(qkv.q.double().mean(dim=(0, 2)).cpu())  # (H, D)
+        mean_key.append(k.double().mean(dim=(0, 2)).cpu())
     uniform = (1.0 / (queries.double() + 1.0)).mean().item()
     return DistanceProfile(
         distances=distances.cpu(),
