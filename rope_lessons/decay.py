@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import operator
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, SupportsIndex
 
@@ -36,10 +37,10 @@ from rope_lessons._checks import (
     check_positions,
     check_positive_int,
 )
-from rope_lessons.attention import rotate_inputs
+from rope_lessons.attention import _repeat_heads, attention, rotate_inputs
 from rope_lessons.corpus import CharCorpus
 from rope_lessons.experiments import Run, make_run
-from rope_lessons.model import TinyTransformer
+from rope_lessons.model import QKV, TinyTransformer
 from rope_lessons.rope import Rope, frequencies
 from rope_lessons.synthetic import batch_sampler
 
@@ -383,8 +384,14 @@ class DistanceProfile:
         weight: ``(L, H, R)`` mean attention weight.
         content: ``(L, H, R)`` mean unrotated score :math:`q_m^\\top k_n / \\sqrt D`:
             the same queries and keys with the positions removed.
+        covariance: ``(L, H, R)`` mean rotary logit of the queries and keys less
+            their means, :math:`(q_m - \\bar q)^\\top R_{n-m} (k_n - \\bar k) / \\sqrt D`:
+            the covariance term. With :meth:`mean_vector_logit`, the mean term, it
+            makes up :attr:`logit` up to cross terms that vanish when the queries
+            and keys at each distance have the means of the whole batch.
         mean_query, mean_key: ``(L, H, D)`` means of the unrotated queries and
-            keys over the batch and all positions.
+            keys over the batch and all positions (with grouped-query attention,
+            each query head's key head).
         uniform_weight: the mean weight uniform attention would give (the same
             at every distance).
         rope: the model's RoPE spec.
@@ -394,6 +401,7 @@ class DistanceProfile:
     logit: torch.Tensor
     weight: torch.Tensor
     content: torch.Tensor
+    covariance: torch.Tensor
     mean_query: torch.Tensor
     mean_key: torch.Tensor
     uniform_weight: float
@@ -458,11 +466,6 @@ def distance_profile(
         )
     if not isinstance(tokens, torch.Tensor) or tokens.ndim != 2 or tokens.is_floating_point():
         raise TypeError("tokens must be an integer tensor of shape (batch, seq)")
-    seq_len = tokens.shape[1]
-    max_distance = seq_len // 2 if max_distance is None else max_distance
-    max_distance = check_positive_int(max_distance, "max_distance")
-    if max_distance >= seq_len:
-        raise ValueError(f"max_distance must be < seq = {seq_len}, got {max_distance}")
     rope = cfg.rope
     if rope is None:  # position="rope" was checked above; this narrows the type
         raise ValueError("distance_profile needs position='rope'")
@@ -473,7 +476,45 @@ def distance_profile(
         _, weights = model.attention_maps(tokens)
     finally:
         model.train(was_training)
-    device = tokens.device
+    return qkv_distance_profile(layers_qkv, rope, max_distance, weights=weights)
+
+
+@torch.no_grad()
+def qkv_distance_profile(
+    layers_qkv: Sequence[QKV],
+    rope: Rope,
+    max_distance: int | None = None,
+    *,
+    weights: Sequence[torch.Tensor] | None = None,
+) -> DistanceProfile:
+    """:func:`distance_profile` of any causal QK-RoPE model, from its queries and keys.
+
+    Works on every model whose ``layer_qkv`` gives unrotated ``(B, H, T, D)``
+    queries and ``(B, H_kv, T, D)`` keys and values (``H_kv`` dividing ``H``:
+    each key head serves ``H / H_kv`` query heads, as in grouped-query
+    attention), e.g. :class:`~rope_lessons.model.TinyTransformer` and
+    :class:`rope_lessons.pretrained.Pretrained`. Per-head means of the keys
+    are reported per query head.
+
+    Args:
+        layers_qkv: one :class:`~rope_lessons.model.QKV` per layer, positions ``0 .. T-1``.
+        rope: the spec the model rotates with.
+        max_distance: the largest distance, ``< T``; default ``T // 2``.
+        weights: the model's attention weights per layer, ``(B, H, T, T)``; default:
+            computed from the queries and keys with causal
+            :func:`~rope_lessons.attention.attention`.
+
+    Returns:
+        A :class:`DistanceProfile`; every tensor float64 on the CPU.
+    """
+    if not layers_qkv:
+        raise ValueError("layers_qkv must hold at least one layer")
+    seq_len = layers_qkv[0].q.shape[-2]
+    max_distance = seq_len // 2 if max_distance is None else max_distance
+    max_distance = check_positive_int(max_distance, "max_distance")
+    if max_distance >= seq_len:
+        raise ValueError(f"max_distance must be < seq = {seq_len}, got {max_distance}")
+    device = layers_qkv[0].q.device
     queries = torch.arange(max_distance, seq_len, device=device)  # (M,)
     distances = torch.arange(max_distance + 1, device=device)  # (R,)
     keys = queries[:, None] - distances[None, :]  # (M, R)
@@ -482,21 +523,33 @@ def distance_profile(
         """(B, H, T, T) -> (H, R): mean over the batch and the queries."""
         return matrix[..., queries[:, None], keys].double().mean(dim=(0, 2)).cpu()
 
-    logit, weight, content, mean_query, mean_key = [], [], [], [], []
-    for qkv, layer_weights in zip(layers_qkv, weights, strict=True):
+    logit, weight, content, centred, mean_query, mean_key = [], [], [], [], [], []
+    for index, qkv in enumerate(layers_qkv):
+        heads = qkv.q.shape[1]
         scale = math.sqrt(qkv.q.shape[-1])
         q_rot, k_rot, _ = rotate_inputs(*qkv, rope=rope)
+        k_rot, _ = _repeat_heads(k_rot, k_rot, heads)  # (B, H, T, D): one key head per query head
+        k, _ = _repeat_heads(qkv.k, qkv.k, heads)
         logit.append(by_distance(q_rot @ k_rot.transpose(-2, -1) / scale))
-        content.append(by_distance(qkv.q @ qkv.k.transpose(-2, -1) / scale))
+        content.append(by_distance(qkv.q @ k.transpose(-2, -1) / scale))
+        if weights is None:
+            layer_weights = attention(*qkv, rope=rope, return_weights=True)[1]
+        else:
+            layer_weights = weights[index]
         weight.append(by_distance(layer_weights))
+        q_mean = qkv.q.mean(dim=(0, 2), keepdim=True)  # (1, H, 1, D)
+        k_mean = k.mean(dim=(0, 2), keepdim=True)
+        q_rest, k_rest, _ = rotate_inputs(qkv.q - q_mean, k - k_mean, k, rope=rope)
+        centred.append(by_distance(q_rest @ k_rest.transpose(-2, -1) / scale))
         mean_query.append(qkv.q.double().mean(dim=(0, 2)).cpu())  # (H, D)
-        mean_key.append(qkv.k.double().mean(dim=(0, 2)).cpu())
+        mean_key.append(k.double().mean(dim=(0, 2)).cpu())
     uniform = (1.0 / (queries.double() + 1.0)).mean().item()
     return DistanceProfile(
         distances=distances.cpu(),
         logit=torch.stack(logit),
         weight=torch.stack(weight),
         content=torch.stack(content),
+        covariance=torch.stack(centred),
         mean_query=torch.stack(mean_query),
         mean_key=torch.stack(mean_key),
         uniform_weight=uniform,

@@ -37,7 +37,7 @@ from rope_lessons._checks import (
     check_positive_int,
     check_positive_number,
 )
-from rope_lessons.model import Block, TinyTransformer
+from rope_lessons.model import QKV, Block, TinyTransformer
 from rope_lessons.rope import Rope, frequencies, split_pairs
 
 
@@ -344,7 +344,62 @@ def mean_pair_norms(
     rope = model.config.rope
     if rope is None:
         raise ValueError(f"a RoPE model is needed, got position={model.config.position!r}")
-    per_layer = model.layer_qkv(tokens)
-    queries = torch.stack([pair_norms(qkv.q, rope).mean(dim=(0, 2)) for qkv in per_layer])
-    keys = torch.stack([pair_norms(qkv.k, rope).mean(dim=(0, 2)) for qkv in per_layer])
+    return qkv_pair_norms(model.layer_qkv(tokens), rope)
+
+
+def qkv_pair_norms(layers_qkv: Sequence[QKV], rope: Rope) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`mean_pair_norms` from any model's unrotated queries and keys.
+
+    Args:
+        layers_qkv: one :class:`~rope_lessons.model.QKV` per layer (e.g. from
+            ``layer_qkv`` of a toy or of :class:`rope_lessons.pretrained.Pretrained`).
+        rope: the spec whose layout says where the pairs sit.
+
+    Returns:
+        ``(query_norms, key_norms)``: ``(L, H, D/2)`` and ``(L, H_kv, D/2)``, the
+        mean of :func:`pair_norms` over the batch and every position.
+    """
+    queries = torch.stack([pair_norms(qkv.q, rope).mean(dim=(0, 2)) for qkv in layers_qkv])
+    keys = torch.stack([pair_norms(qkv.k, rope).mean(dim=(0, 2)) for qkv in layers_qkv])
     return queries, keys
+
+
+def norm_matched_pairs(
+    shares: torch.Tensor, quarter: Sequence[int], generator: torch.Generator
+) -> torch.Tensor:
+    """For every head, random pairs outside ``quarter`` that hold as much norm as ``quarter``.
+
+    The control of an ablation: removing a set of pairs costs something
+    because of the frequencies it holds, or merely because of the norm it
+    holds. Per head, the pairs outside ``quarter`` are walked in a random
+    order, each kept when it brings the summed share closer to the share of
+    ``quarter``, until the sum reaches it (a pair that would overshoot by more
+    than it gains is skipped, and the walk goes on).
+
+    Args:
+        shares: ``(..., P)`` each pair's share of a head's norm (e.g. squared
+            mean pair norms over their sum), ``P`` pairs.
+        quarter: the pair indices whose share is matched.
+        generator: the random generator (seeded by the caller).
+
+    Returns:
+        bool tensor of the shape of ``shares``: the chosen pairs of every head.
+    """
+    if not isinstance(shares, torch.Tensor) or not shares.is_floating_point():
+        raise TypeError("shares must be a floating tensor (..., pairs)")
+    pairs = shares.shape[-1]
+    target_pairs = _check_indices(quarter, "quarter", pairs)
+    others = torch.tensor([k for k in range(pairs) if k not in target_pairs])
+    flat = shares.reshape(-1, pairs).double().cpu()
+    chosen = torch.zeros(flat.shape, dtype=torch.bool)
+    for row, head in enumerate(flat):
+        target = float(head[target_pairs].sum())
+        total = 0.0
+        for k in others[torch.randperm(len(others), generator=generator)].tolist():
+            if total >= target:
+                break
+            share = float(head[k])
+            if abs(total + share - target) < abs(total - target):
+                chosen[row, k] = True
+                total += share
+    return chosen.reshape(shares.shape).to(shares.device)

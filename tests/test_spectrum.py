@@ -16,6 +16,7 @@ from rope_lessons.rope import Layout, Rope, apply_rope, frequencies, layout_perm
 from rope_lessons.spectrum import (
     ablate_pairs,
     diagonal_head,
+    norm_matched_pairs,
     offset_attention,
     pair_dims,
     pair_norms,
@@ -292,3 +293,16 @@ def test_a_nope_head_cannot_tell_a_repeated_token_apart(seed: int, dim: int) -> 
 def test_bad_input_is_refused(call: object, error: type[Exception]) -> None:
     with pytest.raises(error):
         call()  # type: ignore[operator]
+
+
+def test_norm_matched_pairs_match_the_quarter_and_avoid_it() -> None:
+    shares = torch.rand(3, 4, 16, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    shares = shares / shares.sum(-1, keepdim=True)
+    quarter = [0, 1, 2, 3]
+    chosen = norm_matched_pairs(shares, quarter, torch.Generator().manual_seed(0))
+    assert chosen.shape == shares.shape and chosen.dtype == torch.bool
+    assert not bool(chosen[..., quarter].any())
+    matched = (shares * chosen).sum(-1)
+    target = shares[..., quarter].sum(-1)
+    largest = shares.amax(-1)  # the greedy walk stops within one pair of the target
+    assert bool(((matched - target).abs() <= largest).all())
