@@ -134,14 +134,17 @@ def test(_: list[str]) -> None:
     run(PYTHON, "-m", "mypy")  # strict: rope_lessons/, tests/, scripts/, tasks.py (pyproject.toml)
     run(PYTHON, "-m", "pytest", "tests", "--ignore=tests/built_site")
     took("lint and unit tests", start)
-    # The cheap part of `capabilities`: the stored sweeps' prefixes under the instruction
-    # set least like any modern machine's (no vector extensions).
-    start = time.perf_counter()
-    run(PYTHON, "-m", "pytest", "-q", STORED_SWEEP_TESTS, env=capability_env("default"))
-    took("stored-sweep tests under ATEN_CPU_CAPABILITY=default", start)
-    start = time.perf_counter()
-    gpu_smoke([])
-    took("gpu preset, smoke scale", start)
+    # The side checks run beside nbval: every notebook process and test here is
+    # single-threaded, so on two cores both finish in about the time of nbval alone.
+    side_log = ROOT / "_build" / "side-checks.log"
+    side_log.parent.mkdir(exist_ok=True)
+    with side_log.open("w") as log:
+        side = subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), "side-checks"],
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     # The one execution of the notebooks in this run: nbval checks them, and the
     # plugin tests/notebook_ci.py prints each notebook's time (slowest first), fails
     # one over its budget, and writes the executed notebooks into the book's
@@ -162,6 +165,10 @@ def test(_: list[str]) -> None:
         *(str(p.relative_to(ROOT)) for p in notebook_paths()),
     )
     took("nbval", start)
+    returncode = side.wait()
+    print(side_log.read_text(), flush=True)
+    if returncode:
+        sys.exit(f"the side checks failed (exit status {returncode}): see the log above")
     start = time.perf_counter()
     build_book()
     took("book build", start)
@@ -173,6 +180,18 @@ def test(_: list[str]) -> None:
     }
     run(PYTHON, "-m", "pytest", "tests/built_site", env=required)
     took("site tests in Chromium", start)
+
+
+def side_checks(_: list[str]) -> None:
+    """What `test` runs beside nbval: the cheap part of `capabilities` (the stored
+    sweeps' prefixes under the instruction set least like any modern machine's, no
+    vector extensions), then every notebook with the gpu preset at smoke scale."""
+    start = time.perf_counter()
+    run(PYTHON, "-m", "pytest", "-q", STORED_SWEEP_TESTS, env=capability_env("default"))
+    took("stored-sweep tests under ATEN_CPU_CAPABILITY=default", start)
+    start = time.perf_counter()
+    gpu_smoke([])
+    took("gpu preset, smoke scale", start)
 
 
 def build_book() -> None:
@@ -349,6 +368,7 @@ COMMANDS = {
     "colab": colab,
     "capabilities": capabilities,
     "gpu-smoke": gpu_smoke,
+    "side-checks": side_checks,
 }
 
 
