@@ -431,9 +431,11 @@ class DistanceProfile:
 
         ``mean`` is :meth:`mean_vector_logit`; ``covariance`` is
         :attr:`logit` minus it: what the token-dependent parts of the queries
-        and keys add on average (their cross-covariance at each distance, plus
-        the small terms left because a mean over all positions is not quite the
-        mean over the queries and keys paired at a given distance).
+        and keys add on average, that is :attr:`covariance` (the covariance
+        term proper) plus the cross terms left because a mean over all
+        positions is not the mean over the queries and keys paired at a given
+        distance. Chapter 4's tables report this rest; chapter 9 reports the
+        two parts separately.
 
         Returns:
             :class:`ScoreTerms` of two float64 tensors ``(L, H, R)``.
