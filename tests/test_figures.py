@@ -29,6 +29,17 @@ def test_a_saved_figure_lands_in_the_book(tmp_path: Path) -> None:
     assert again.startswith(b"\x89PNG") and path.read_bytes() == again
 
 
+def test_a_smoke_run_writes_no_figure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the gpu-preset smoke run executes the notebooks beside nbval: its figures of
+    # barely trained models must not replace the ones the book shows
+    (tmp_path / "book").mkdir()
+    monkeypatch.setenv("ROPE_LESSONS_SMOKE_STEPS", "3")
+    fig = plt.figure()
+    assert save_figure("ch00-test", fig, root=tmp_path) is None
+    plt.close(fig)
+    assert not (tmp_path / FIGURE_FOLDER).exists()
+
+
 def test_a_figure_needs_a_chapter_name() -> None:
     fig = plt.figure()
     with pytest.raises(ValueError, match="chNN"):
