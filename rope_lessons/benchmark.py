@@ -6,7 +6,9 @@ same repeats as the reference form and reported as a ratio to it, with the
 spread (min, median, max) over the repeats. A plain copy of the input
 (``x.clone()``: read ``x`` once, write a tensor of its size once) is timed
 beside the forms: no elementwise rotation can move less memory, so it is the
-floor that a memory-bound kernel approaches.
+floor that a memory-bound kernel approaches. The table also divides every
+form by the copy and by Hugging Face's half-layout formula in the same
+repeat, the two yardsticks of the half layout.
 
 Shapes: ``(B, H, T, d)``: batch, heads, sequence length, head dimension.
 """
@@ -83,15 +85,28 @@ def hf_apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> to
 class Timing:
     """One form at one length: seconds per call and ratio to the reference, over repeats.
 
-    ``seconds`` and ``ratios`` are ``(min, median, max)`` over the repeats; the
-    ratio of a repeat divides the form's time by the reference form's time in
-    the same repeat, so that a load change between repeats cancels out.
+    ``samples`` holds the seconds per call in each repeat, in order.
+    ``ratios`` is ``(min, median, max)`` over the repeats of the ratio to the
+    reference form: the ratio of a repeat divides the form's time by the
+    reference form's time in the same repeat, so that a load change between
+    repeats cancels out.
     """
 
     name: str
     seq_len: int
-    seconds: tuple[float, float, float]
+    samples: tuple[float, ...]
     ratios: tuple[float, float, float]
+
+    @property
+    def seconds(self) -> tuple[float, float, float]:
+        """Seconds per call, ``(min, median, max)`` over the repeats."""
+        return _spread(self.samples)
+
+    def median_ratio(self, other: Timing) -> float:
+        """The median over repeats of this form's time divided by ``other``'s in the same repeat."""
+        return statistics.median(
+            mine / theirs for mine, theirs in zip(self.samples, other.samples, strict=True)
+        )
 
 
 def rope_forms(
@@ -211,27 +226,29 @@ def time_rope_forms(
         reference = seconds[REFERENCE]
         for name, times in seconds.items():
             ratios = [t / r for t, r in zip(times, reference, strict=True)]
-            results.append(Timing(name, seq_len, _spread(times), _spread(ratios)))
+            results.append(Timing(name, seq_len, tuple(times), _spread(ratios)))
     return results
 
 
 def format_timings(timings: Sequence[Timing]) -> str:
-    """A plain-text table: per length, each form's median time, ratio spread and copy ratio.
+    """A plain-text table: per length, each form's median time and its ratios.
 
-    The last column divides the form's median time by the median time of
-    :data:`COPY` at the same length (when it was timed).
+    Columns: the spread (min / median / max over repeats) of the ratio to the
+    reference form; then the median over repeats of the ratio to :data:`COPY`
+    and to :data:`HF` in the same repeat ("nan" when that form was not timed).
     """
     lines = [
         f"{'T':>5s}  {'form':42s} {'median':>10s}  {'x reference: min / median / max':>31s}"
-        f"  {'x copy':>7s}"
+        f"  {'x copy':>7s}  {'x HF':>6s}"
     ]
     for seq_len in dict.fromkeys(t.seq_len for t in timings):
-        at_length = [t for t in timings if t.seq_len == seq_len]
-        copy = next((t.seconds[1] for t in at_length if t.name == COPY), float("nan"))
-        for t in at_length:
+        at_length = {t.name: t for t in timings if t.seq_len == seq_len}
+        yardsticks = [at_length.get(name) for name in (COPY, HF)]
+        for t in at_length.values():
             low, mid, high = t.ratios
+            copy, hf = (float("nan") if y is None else t.median_ratio(y) for y in yardsticks)
             lines.append(
                 f"{seq_len:5d}  {t.name:42s} {t.seconds[1] * 1e3:7.3f} ms  "
-                f"{low:11.2f} / {mid:7.2f} / {high:7.2f}  {t.seconds[1] / copy:7.2f}"
+                f"{low:11.2f} / {mid:7.2f} / {high:7.2f}  {copy:7.2f}  {hf:6.2f}"
             )
     return "\n".join(lines)

@@ -24,9 +24,10 @@ sequence length; ``D`` a model's head dimension.
 from __future__ import annotations
 
 import math
-import re
+import operator
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, SupportsIndex
 
 import torch
 
@@ -36,19 +37,36 @@ from rope_lessons._checks import (
     check_positions,
     check_positive_int,
 )
-from rope_lessons.attention import rotate_inputs
+from rope_lessons.attention import _repeat_heads, attention, rotate_inputs
 from rope_lessons.corpus import CharCorpus
 from rope_lessons.experiments import Run, make_run
-from rope_lessons.model import TinyTransformer
-from rope_lessons.rope import Layout, Rope, apply_rope, frequencies, read_pairs, score_at_distance
+from rope_lessons.model import QKV, TinyTransformer
+from rope_lessons.rope import Rope, frequencies
 from rope_lessons.synthetic import batch_sampler
+
+MAX_DISTANCE = 10**9
+r"""The largest distance the functions of this module accept.
+
+Phases :math:`r\theta_k` are computed in float64, whose rounding error is
+about :math:`r\theta_k \cdot 2^{-52}` radians (:math:`\theta_0 = 1` is the
+largest frequency). At :math:`r = 10^9` that is :math:`2 \cdot 10^{-7}` rad; at
+:math:`r = 10^{15}` it is a tenth of a radian, and a score computed there
+means nothing.
+"""
 
 
 def _check_distances(distances: object) -> torch.Tensor:
-    """Return ``distances`` as int64 if it is an integer tensor of values >= 0."""
+    """Return ``distances`` as int64 if it is an integer tensor of values in
+    ``0 .. MAX_DISTANCE``."""
     distances = check_positions(distances, name="distances")
     if bool((distances < 0).any()):
         raise ValueError("distances must be >= 0 (a key r positions before the query)")
+    if distances.numel() and int(distances.max()) > MAX_DISTANCE:
+        raise ValueError(
+            f"distances must be <= {MAX_DISTANCE:.0e}, got {int(distances.max()):.3g}: "
+            "beyond it the float64 phases r * theta_k err by more than 2e-7 rad "
+            "(about r * 2^-52), and at 1e15 by a tenth of a radian"
+        )
     return distances
 
 
@@ -83,7 +101,13 @@ def roformer_bound(distances: torch.Tensor, d: int, base: float = 10000.0) -> to
     """
     distances = _check_distances(distances)
     d = check_even_dim(d, "d")
-    theta = frequencies(d, base, device=distances.device)  # (d/2,) float64
+    return _mean_partial_sum(distances, frequencies(d, base))
+
+
+def _mean_partial_sum(distances: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
+    r""":math:`\frac{1}{d/2}\sum_j |S_j(r)|` for checked ``distances`` ``(...,)`` and
+    frequencies ``theta`` ``(d/2,)``; float64 ``(...,)``."""
+    theta = theta.to(distances.device, torch.float64)
     angles = distances.to(torch.float64).unsqueeze(-1) * theta  # (..., d/2)
     partial_sums = torch.polar(torch.ones_like(angles), angles).cumsum(-1)  # S_1 .. S_{d/2}
     return partial_sums.abs().mean(-1)
@@ -94,8 +118,7 @@ def abel_bound(
     k: torch.Tensor,
     distances: torch.Tensor,
     *,
-    base: float = 10000.0,
-    layout: Layout = "interleaved",
+    rope: Rope | None = None,
 ) -> torch.Tensor:
     r"""RoFormer's full bound :math:`\max_k |h_{k+1} - h_k| \cdot \sum_j |S_j(r)|`.
 
@@ -105,26 +128,33 @@ def abel_bound(
     ``|score_at_distance(q, k, r)| <= abel_bound(q, k, r)``.
 
     Args:
-        q, k: ``(..., d)``, broadcastable.
-        distances: integer tensor ``(R,)``, values >= 0.
+        q, k: ``(..., d)``, broadcastable, of the same ``d``; any floating
+            dtype (half precision is widened to float64 first).
+        distances: integer tensor ``(R,)``, values in ``0 .. MAX_DISTANCE``.
+        rope: the spec whose pairs and frequencies are used; default ``Rope(d)``.
 
     Returns:
         float64 tensor ``(..., R)``.
     """
     q, k = _check_vector(q, "q"), _check_vector(k, "k")
-    h = read_pairs(q, layout).to(torch.complex128) * read_pairs(k, layout).conj()
+    d = q.shape[-1]
+    if k.shape[-1] != d:
+        raise ValueError(f"q and k must have the same last dimension, got {d} and {k.shape[-1]}")
+    rope = Rope(d) if rope is None else rope
+    rope.check_dim(d, "the last dimension of q")
+    distances = _check_distances(distances)
+    # float16 and bfloat16 inputs are read exactly in float64 (the bound is float64)
+    h = rope.pairs(q.double()) * rope.pairs(k.double()).conj()
     # h: (..., d/2) complex128; steps: |h_{k+1} - h_k| with h_{d/2} = 0
     steps = torch.diff(h, dim=-1, append=torch.zeros_like(h[..., :1])).abs()
-    d = q.shape[-1]
-    return steps.amax(-1, keepdim=True) * (d // 2) * roformer_bound(distances, d, base)
+    return steps.amax(-1, keepdim=True) * (d // 2) * _mean_partial_sum(distances, rope.theta)
 
 
 def peaked_key(
     q: torch.Tensor,
-    r: int,
+    r: SupportsIndex,
     *,
-    base: float = 10000.0,
-    layout: Layout = "interleaved",
+    rope: Rope | None = None,
 ) -> torch.Tensor:
     r"""A key of the norm of ``q`` whose score against ``q`` is largest at distance ``r``.
 
@@ -143,20 +173,23 @@ def peaked_key(
 
     Args:
         q: queries ``(..., d)``, floating, every vector nonzero.
-        r: the distance at which the score should peak, an int >= 0.
-        base, layout: as in :func:`rope_lessons.rope.apply_rope`.
+        r: the distance at which the score should peak, an integer >= 0 (a
+            Python ``int``, a numpy integer or anything with ``__index__``).
+        rope: the spec that turns ``q``; default ``Rope(d)``.
 
     Returns:
         Keys of the shape and dtype of ``q``.
     """
     q = _check_vector(q, "q")
-    if isinstance(r, bool) or not isinstance(r, int):
-        raise TypeError(f"r must be an int, got {type(r).__name__}")
-    if r < 0:
-        raise ValueError(f"r must be >= 0 (a key r positions before the query), got {r}")
+    if isinstance(r, bool) or not hasattr(r, "__index__"):
+        raise TypeError(f"r must be an integer, got {type(r).__name__}")
+    distance = operator.index(r)  # Python, numpy and 0-d integer tensors alike
+    if distance < 0:
+        raise ValueError(f"r must be >= 0 (a key r positions before the query), got {distance}")
     if bool((q.norm(dim=-1) == 0).any()):
         raise ValueError("q contains a zero vector: its score is 0 at every distance, no key peaks")
-    rotated = apply_rope(q.unsqueeze(-2), torch.tensor([r]), base=base, layout=layout)
+    rope = Rope(q.shape[-1]) if rope is None else rope
+    rotated = rope.apply(q.unsqueeze(-2), torch.tensor([distance]))  # (..., 1, d)
     return rotated.squeeze(-2)  # (..., d)
 
 
@@ -165,8 +198,7 @@ def attention_by_distance(
     k: torch.Tensor,
     context: int,
     *,
-    base: float = 10000.0,
-    layout: Layout = "interleaved",
+    rope: Rope | None = None,
 ) -> torch.Tensor:
     r"""The attention a query pays to ``context`` copies of the same key, by distance.
 
@@ -180,13 +212,15 @@ def attention_by_distance(
     Args:
         q, k: ``(..., d)``.
         context: number of keys, >= 1.
+        rope: the spec; default ``Rope(d)``.
 
     Returns:
         float64 tensor ``(..., context)`` whose last dimension sums to 1.
     """
     context = check_positive_int(context, "context")
     distances = torch.arange(context, device=q.device)
-    scores = score_at_distance(q, k, distances, base=base, layout=layout)  # (..., context)
+    rope = Rope(q.shape[-1]) if rope is None else rope
+    scores = rope.score_at_distance(q, k, distances)  # (..., context)
     return (scores / math.sqrt(q.shape[-1])).softmax(-1)
 
 
@@ -204,8 +238,7 @@ def monte_carlo_score(
     samples: int = 4096,
     correlation: float = 0.0,
     seed: int = 0,
-    base: float = 10000.0,
-    layout: Layout = "interleaved",
+    rope: Rope | None = None,
     chunk: int = 1024,
 ) -> MonteCarloScore:
     r"""Monte Carlo estimate of :math:`E[q^\top R_{-r} k]` for Gaussian ``q``, ``k``.
@@ -226,13 +259,15 @@ def monte_carlo_score(
         samples: number of ``(q, k)`` pairs, >= 2.
         correlation: ``c`` in ``[-1, 1]``.
         seed: seeds a private generator, so the estimate is reproducible.
-        base, layout: as in :func:`rope_lessons.rope.score_at_distance`.
+        rope: the spec, of dimension ``d``; default ``Rope(d)``.
         chunk: pairs scored at once (bounds memory to ``chunk * R`` floats).
 
     Returns:
         :class:`MonteCarloScore` of two float64 tensors ``(R,)``.
     """
     d = check_even_dim(d, "d")
+    rope = Rope(d) if rope is None else rope
+    rope.check_dim(d, "d")
     distances = _check_distances(distances)
     samples = check_positive_int(samples, "samples")
     if samples < 2:
@@ -250,12 +285,85 @@ def monte_carlo_score(
         q = torch.randn(n, d, generator=generator, dtype=torch.float64)
         noise = torch.randn(n, d, generator=generator, dtype=torch.float64)
         k = correlation * q + math.sqrt(1.0 - correlation**2) * noise
-        scores = score_at_distance(q, k, distances, base=base, layout=layout)  # (n, R)
+        scores = rope.score_at_distance(q, k, distances)  # (n, R)
         total += scores.sum(0)
         total_sq += scores.square().sum(0)
     mean = total / samples
     variance = (total_sq - samples * mean.square()).clamp(min=0.0) / (samples - 1)
     return MonteCarloScore(mean, (variance / samples).sqrt())
+
+
+class ScoreTerms(NamedTuple):
+    r"""An expected score split in two: :math:`E[s(r)] =` ``mean + covariance``.
+
+    ``mean`` is the rotary score of the mean query and mean key,
+    :math:`\mu_q^\top R_{-r}\mu_k`; ``covariance`` is what the variation of
+    queries and keys around their means adds (see :func:`expected_score_terms`).
+    """
+
+    mean: torch.Tensor
+    covariance: torch.Tensor
+
+    @property
+    def total(self) -> torch.Tensor:
+        """The expected score, ``mean + covariance``."""
+        return self.mean + self.covariance
+
+
+def expected_score_terms(
+    mean_q: torch.Tensor,
+    mean_k: torch.Tensor,
+    cross_covariance: torch.Tensor,
+    distances: torch.Tensor,
+    *,
+    rope: Rope | None = None,
+) -> ScoreTerms:
+    r"""The expected rotary score of random ``q``, ``k`` from their first two moments.
+
+    With :math:`M = E[q k^\top] = C + \mu_q \mu_k^\top` (``C`` the cross-covariance,
+    :math:`C_{ij} = \operatorname{Cov}(q_i, k_j)`), the score is linear in
+    :math:`q k^\top`, so
+
+    .. math:: E[q^\top R_{-r} k] = \sum_{ij} M_{ij} (R_{-r})_{ij}
+              = \sum_i e_i^\top R_{-r} M_{i\cdot}
+              = \operatorname{Re} \sum_k (C_k + m_k) e^{i r\theta_k},
+
+    where :math:`m_k = z_k(\mu_q)\,\overline{z_k(\mu_k)}` and :math:`C_k =
+    E[z_k(q - \mu_q)\,\overline{z_k(k - \mu_k)}]` (the convention of
+    :func:`~rope_lessons.rope.score_at_distance`: :math:`s(r) = \operatorname{Re}
+    \sum_k z_k(q)\overline{z_k(k)} e^{ir\theta_k}`). The formula is applied to each
+    part of :math:`M`: the mean term :math:`\mu_q^\top R_{-r}\mu_k` is the score of
+    the means, the covariance term the same sum over the rows of ``C``.
+    Independent ``q`` and ``k`` have ``C = 0`` but keep the mean term: their
+    expected score is zero at every distance only when a mean is zero.
+
+    Args:
+        mean_q, mean_k: ``(..., d)``, floating.
+        cross_covariance: ``(..., d, d)``, row ``i`` the covariances of
+            :math:`q_i` with every coordinate of ``k``.
+        distances: integer tensor ``(R,)``, values in ``0 .. MAX_DISTANCE``.
+        rope: the spec; default ``Rope(d)``.
+
+    Returns:
+        :class:`ScoreTerms` of two float64 tensors ``(..., R)``.
+    """
+    mean_q, mean_k = _check_vector(mean_q, "mean_q"), _check_vector(mean_k, "mean_k")
+    d = mean_q.shape[-1]
+    if mean_k.shape[-1] != d or cross_covariance.shape[-2:] != (d, d):
+        raise ValueError(
+            f"mean_q {tuple(mean_q.shape)}, mean_k {tuple(mean_k.shape)} and "
+            f"cross_covariance {tuple(cross_covariance.shape)} must share d, "
+            "with cross_covariance (..., d, d)"
+        )
+    rope = Rope(d) if rope is None else rope
+    rope.check_dim(d, "the last dimension of mean_q")
+    distances = _check_distances(distances)
+    basis = torch.eye(d, dtype=torch.float64, device=mean_q.device)  # rows e_i
+    rows = rope.score_at_distance(basis, cross_covariance.double(), distances)  # (..., d, R)
+    return ScoreTerms(
+        mean=rope.score_at_distance(mean_q.double(), mean_k.double(), distances),
+        covariance=rows.sum(-2),
+    )
 
 
 @dataclass(frozen=True)
@@ -276,8 +384,14 @@ class DistanceProfile:
         weight: ``(L, H, R)`` mean attention weight.
         content: ``(L, H, R)`` mean unrotated score :math:`q_m^\\top k_n / \\sqrt D`:
             the same queries and keys with the positions removed.
+        covariance: ``(L, H, R)`` mean rotary logit of the queries and keys less
+            their means, :math:`(q_m - \\bar q)^\\top R_{n-m} (k_n - \\bar k) / \\sqrt D`:
+            the covariance term. With :meth:`mean_vector_logit`, the mean term, it
+            makes up :attr:`logit` up to cross terms that vanish when the queries
+            and keys at each distance have the means of the whole batch.
         mean_query, mean_key: ``(L, H, D)`` means of the unrotated queries and
-            keys over the batch and all positions.
+            keys over the batch and all positions (with grouped-query attention,
+            each query head's key head).
         uniform_weight: the mean weight uniform attention would give (the same
             at every distance).
         rope: the model's RoPE spec.
@@ -287,6 +401,7 @@ class DistanceProfile:
     logit: torch.Tensor
     weight: torch.Tensor
     content: torch.Tensor
+    covariance: torch.Tensor
     mean_query: torch.Tensor
     mean_key: torch.Tensor
     uniform_weight: float
@@ -311,6 +426,23 @@ class DistanceProfile:
         scores = self.rope.score_at_distance(self.mean_query, self.mean_key, distances)
         return scores / math.sqrt(self.mean_query.shape[-1])
 
+    def logit_terms(self) -> ScoreTerms:
+        r""":attr:`logit` split as in :func:`expected_score_terms`: mean term plus the rest.
+
+        ``mean`` is :meth:`mean_vector_logit`; ``covariance`` is
+        :attr:`logit` minus it: what the token-dependent parts of the queries
+        and keys add on average, that is :attr:`covariance` (the covariance
+        term proper) plus the cross terms left because a mean over all
+        positions is not the mean over the queries and keys paired at a given
+        distance. Chapter 4's tables report this rest; chapter 9 reports the
+        two parts separately.
+
+        Returns:
+            :class:`ScoreTerms` of two float64 tensors ``(L, H, R)``.
+        """
+        mean = self.mean_vector_logit()
+        return ScoreTerms(mean=mean, covariance=self.logit - mean)
+
 
 @torch.no_grad()
 def distance_profile(
@@ -325,7 +457,8 @@ def distance_profile(
         max_distance: the largest distance, ``< T``; default ``T // 2``.
 
     Returns:
-        A :class:`DistanceProfile`; every tensor float64 on the CPU.
+        A :class:`DistanceProfile`; every tensor float64 on the CPU. The
+        model is measured in eval mode and left in the mode it was in.
     """
     cfg = model.config
     if cfg.position != "rope" or cfg.placement != "qk" or cfg.nope_layers or not cfg.causal:
@@ -335,19 +468,55 @@ def distance_profile(
         )
     if not isinstance(tokens, torch.Tensor) or tokens.ndim != 2 or tokens.is_floating_point():
         raise TypeError("tokens must be an integer tensor of shape (batch, seq)")
-    seq_len = tokens.shape[1]
+    rope = cfg.rope
+    if rope is None:  # position="rope" was checked above; this narrows the type
+        raise ValueError("distance_profile needs position='rope'")
+    was_training = model.training
+    model.eval()  # dropout off while measuring; the caller's mode comes back below
+    try:
+        layers_qkv = model.layer_qkv(tokens)
+        _, weights = model.attention_maps(tokens)
+    finally:
+        model.train(was_training)
+    return qkv_distance_profile(layers_qkv, rope, max_distance, weights=weights)
+
+
+@torch.no_grad()
+def qkv_distance_profile(
+    layers_qkv: Sequence[QKV],
+    rope: Rope,
+    max_distance: int | None = None,
+    *,
+    weights: Sequence[torch.Tensor] | None = None,
+) -> DistanceProfile:
+    """:func:`distance_profile` of any causal QK-RoPE model, from its queries and keys.
+
+    Works on every model whose ``layer_qkv`` gives unrotated ``(B, H, T, D)``
+    queries and ``(B, H_kv, T, D)`` keys and values (``H_kv`` dividing ``H``:
+    each key head serves ``H / H_kv`` query heads, as in grouped-query
+    attention), e.g. :class:`~rope_lessons.model.TinyTransformer` and
+    :class:`rope_lessons.pretrained.Pretrained`. Per-head means of the keys
+    are reported per query head.
+
+    Args:
+        layers_qkv: one :class:`~rope_lessons.model.QKV` per layer, positions ``0 .. T-1``.
+        rope: the spec the model rotates with.
+        max_distance: the largest distance, ``< T``; default ``T // 2``.
+        weights: the model's attention weights per layer, ``(B, H, T, T)``; default:
+            computed from the queries and keys with causal
+            :func:`~rope_lessons.attention.attention`.
+
+    Returns:
+        A :class:`DistanceProfile`; every tensor float64 on the CPU.
+    """
+    if not layers_qkv:
+        raise ValueError("layers_qkv must hold at least one layer")
+    seq_len = layers_qkv[0].q.shape[-2]
     max_distance = seq_len // 2 if max_distance is None else max_distance
     max_distance = check_positive_int(max_distance, "max_distance")
     if max_distance >= seq_len:
         raise ValueError(f"max_distance must be < seq = {seq_len}, got {max_distance}")
-    rotary = cfg.rope
-    if rotary is None:  # position="rope" was checked above; this narrows the type
-        raise ValueError("distance_profile needs position='rope'")
-    theta = rotary.theta
-    model.eval()
-    layers_qkv = model.layer_qkv(tokens)
-    _, weights = model.attention_maps(tokens)
-    device = tokens.device
+    device = layers_qkv[0].q.device
     queries = torch.arange(max_distance, seq_len, device=device)  # (M,)
     distances = torch.arange(max_distance + 1, device=device)  # (R,)
     keys = queries[:, None] - distances[None, :]  # (M, R)
@@ -356,25 +525,37 @@ def distance_profile(
         """(B, H, T, T) -> (H, R): mean over the batch and the queries."""
         return matrix[..., queries[:, None], keys].double().mean(dim=(0, 2)).cpu()
 
-    logit, weight, content, mean_query, mean_key = [], [], [], [], []
-    for qkv, layer_weights in zip(layers_qkv, weights, strict=True):
+    logit, weight, content, centred, mean_query, mean_key = [], [], [], [], [], []
+    for index, qkv in enumerate(layers_qkv):
+        heads = qkv.q.shape[1]
         scale = math.sqrt(qkv.q.shape[-1])
-        q_rot, k_rot, _ = rotate_inputs(*qkv, layout=rotary.layout, theta=theta)
+        q_rot, k_rot, _ = rotate_inputs(*qkv, rope=rope)
+        k_rot, _ = _repeat_heads(k_rot, k_rot, heads)  # (B, H, T, D): one key head per query head
+        k, _ = _repeat_heads(qkv.k, qkv.k, heads)
         logit.append(by_distance(q_rot @ k_rot.transpose(-2, -1) / scale))
-        content.append(by_distance(qkv.q @ qkv.k.transpose(-2, -1) / scale))
+        content.append(by_distance(qkv.q @ k.transpose(-2, -1) / scale))
+        if weights is None:
+            layer_weights = attention(*qkv, rope=rope, return_weights=True)[1]
+        else:
+            layer_weights = weights[index]
         weight.append(by_distance(layer_weights))
+        q_mean = qkv.q.mean(dim=(0, 2), keepdim=True)  # (1, H, 1, D)
+        k_mean = k.mean(dim=(0, 2), keepdim=True)
+        q_rest, k_rest, _ = rotate_inputs(qkv.q - q_mean, k - k_mean, k, rope=rope)
+        centred.append(by_distance(q_rest @ k_rest.transpose(-2, -1) / scale))
         mean_query.append(qkv.q.double().mean(dim=(0, 2)).cpu())  # (H, D)
-        mean_key.append(qkv.k.double().mean(dim=(0, 2)).cpu())
+        mean_key.append(k.double().mean(dim=(0, 2)).cpu())
     uniform = (1.0 / (queries.double() + 1.0)).mean().item()
     return DistanceProfile(
         distances=distances.cpu(),
         logit=torch.stack(logit),
         weight=torch.stack(weight),
         content=torch.stack(content),
+        covariance=torch.stack(centred),
         mean_query=torch.stack(mean_query),
         mean_key=torch.stack(mean_key),
         uniform_weight=uniform,
-        rope=rotary,
+        rope=rope,
     )
 
 
@@ -405,6 +586,10 @@ def near_minus_far(
     return span_mean(curve, near, "near") - span_mean(curve, far, "far")
 
 
+SUMMARY_NAMES = ("logit", "content", "mean_vector", "covariance", "log_weight_ratio")
+"""The per-head numbers of :func:`decay_summary`, in order."""
+
+
 def decay_summary(
     profile: DistanceProfile, near: tuple[int, int] = (1, 4), far: tuple[int, int] | None = None
 ) -> dict[str, torch.Tensor]:
@@ -418,20 +603,25 @@ def decay_summary(
             profile's range, ``max_distance // 2 .. max_distance``.
 
     Returns:
-        Four ``(L, H)`` float64 tensors: ``"logit"``, the near-minus-far drop
-        of the mean attention logit; ``"content"``, the same for the unrotated
-        score (positions removed); ``"mean_vector"``, the same for the rotary
-        logit of the mean query and key; ``"log_weight_ratio"``, the natural
-        log of the mean attention weight near over the mean weight far (0: no
+        Five ``(L, H)`` float64 tensors, keyed by :data:`SUMMARY_NAMES`:
+        ``"logit"``, the near-minus-far drop of the mean attention logit;
+        ``"content"``, the same for the unrotated score (positions removed);
+        ``"mean_vector"``, the same for the rotary logit of the mean query and
+        key (the mean term of :meth:`DistanceProfile.logit_terms`);
+        ``"covariance"``, the same for the covariance term (so ``logit =
+        mean_vector + covariance``); ``"log_weight_ratio"``, the natural log of
+        the mean attention weight near over the mean weight far (0: no
         preference; a log keeps the stored numbers of a sweep on one scale).
     """
     if far is None:
         last = int(profile.distances[-1])
         far = (last // 2, last)
+    terms = profile.logit_terms()
     return {
         "logit": near_minus_far(profile.logit, near, far),
         "content": near_minus_far(profile.content, near, far),
-        "mean_vector": near_minus_far(profile.mean_vector_logit(), near, far),
+        "mean_vector": near_minus_far(terms.mean, near, far),
+        "covariance": near_minus_far(terms.covariance, near, far),
         "log_weight_ratio": (
             span_mean(profile.weight, near, "near") / span_mean(profile.weight, far, "far")
         ).log(),
@@ -439,6 +629,21 @@ def decay_summary(
 
 
 ANALYSIS_SEQUENCES = 64  # validation sequences that decay_numbers averages over
+
+
+def decay_key(name: str, layer: int, head: int) -> str:
+    """The key under which :func:`decay_numbers` stores one number of one head."""
+    return f"layer {layer} head {head}: {name}"
+
+
+def flatten_summary(summary: dict[str, torch.Tensor]) -> dict[str, float]:
+    """``(L, H)`` tables by name -> flat numbers under :func:`decay_key`, as a sweep stores them."""
+    return {
+        decay_key(name, layer, head): float(values[layer, head])
+        for name, values in summary.items()
+        for layer in range(values.shape[0])
+        for head in range(values.shape[1])
+    }
 
 
 def decay_numbers(
@@ -450,39 +655,57 @@ def decay_numbers(
     validation sequences of length ``run.train_len``, the same for every seed.
 
     Returns:
-        ``{"layer L head H: NAME": value}`` for every layer, head and NAME of
-        :func:`decay_summary`.
+        :func:`flatten_summary` of the summary: ``decay_key(NAME, L, H)`` for every
+        NAME of :data:`SUMMARY_NAMES`, layer and head;
+        :func:`summary_from_numbers` reads it back.
     """
     sample = batch_sampler(run.data, ANALYSIS_SEQUENCES, run.train_len, seed=0, split="val")
     tokens, _ = sample()
-    summary = decay_summary(distance_profile(model, tokens.to(device)))
-    return {
-        f"layer {layer} head {head}: {name}": float(values[layer, head])
-        for name, values in summary.items()
-        for layer in range(values.shape[0])
-        for head in range(values.shape[1])
-    }
+    return flatten_summary(decay_summary(distance_profile(model, tokens.to(device))))
 
 
 def summary_from_numbers(numbers: dict[str, float]) -> dict[str, torch.Tensor]:
-    """The inverse of :func:`decay_numbers`: ``(L, H)`` tensors by name."""
-    pattern = re.compile(r"layer (\d+) head (\d+): (\w+)")
-    entries = []
-    for key, value in numbers.items():
-        match = pattern.fullmatch(key)
-        if match is None:
-            raise ValueError(f"not a decay_numbers key: {key!r}")
-        entries.append((match.group(3), int(match.group(1)), int(match.group(2)), value))
-    layers = 1 + max(layer for _, layer, _, _ in entries)
-    heads = 1 + max(head for _, _, head, _ in entries)
-    summary: dict[str, torch.Tensor] = {}
-    for name, layer, head, value in entries:
-        table = summary.setdefault(name, torch.full((layers, heads), math.nan, dtype=torch.float64))
-        table[layer, head] = value
-    return summary
+    """The inverse of :func:`decay_numbers`: ``(L, H)`` float64 tensors by name.
+
+    The keys are looked up, not parsed: the layers and heads are counted by
+    asking for :func:`decay_key` of ``"logit"`` at layer 0, 1, ... and head 0,
+    1, ... until one is missing, and then every name of :data:`SUMMARY_NAMES` must
+    be present for every layer and head, and nothing else.
+    """
+    layers = 0
+    while decay_key("logit", layers, 0) in numbers:
+        layers += 1
+    heads = 0
+    while decay_key("logit", 0, heads) in numbers:
+        heads += 1
+    if layers == 0:
+        raise ValueError("not decay_numbers: no 'layer 0 head 0: logit'")
+    expected = {
+        decay_key(name, layer, head)
+        for name in SUMMARY_NAMES
+        for layer in range(layers)
+        for head in range(heads)
+    }
+    if set(numbers) != expected:
+        missing = sorted(expected - set(numbers))[:3]
+        unknown = sorted(set(numbers) - expected)[:3]
+        raise ValueError(
+            f"not decay_numbers of {layers} layers x {heads} heads: "
+            f"missing {missing}, unknown {unknown}"
+        )
+    return {
+        name: torch.tensor(
+            [
+                [numbers[decay_key(name, layer, head)] for head in range(heads)]
+                for layer in range(layers)
+            ],
+            dtype=torch.float64,
+        )
+        for name in SUMMARY_NAMES
+    }
 
 
-def decay_run(steps: int = 300) -> Run[TinyTransformer]:
+def decay_run(steps: int = 1500) -> Run[TinyTransformer]:
     """The chapter's trained model: a small causal RoPE language model on the course's corpus.
 
     Two layers of width 64 with four heads of dimension 16 (8 rotary pairs,

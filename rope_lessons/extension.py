@@ -3,8 +3,8 @@ r"""Beyond the trained length: RoPE's frequencies rescaled for longer contexts, 
 Chapter 8 asks what happens when a RoPE model trained on sequences of
 ``original_length`` tokens reads longer ones, and what the published fixes
 change. Every fix here is a new per-pair frequency vector (and, for YaRN, an
-attention scale), so a trained model is extended by handing it a new
-:class:`~rope_lessons.rope.Rope`:
+attention scale), a :class:`~rope_lessons.rope.Rope` spec, so a trained model
+is extended by handing it that spec:
 
 * :func:`scaled_frequencies`: position interpolation ("linear", Chen et al.
   2023), NTK-aware scaling ("ntk", bloc97 2023), YaRN ("yarn", Peng et al.
@@ -14,9 +14,9 @@ attention scale), so a trained model is extended by handing it a new
   angle during training (Liu et al. 2023), and the smallest base for which
   RoPE's "semantic aggregation" sum stays non-negative over a context (Men et
   al. 2024, with Su's brute-force search);
-* :func:`extended`: a copy of a trained model with new frequencies, an
-  attention factor (YaRN's, on queries and keys as Hugging Face applies it)
-  and optionally Su's log-length scaling of the queries;
+* :func:`extended`: a copy of a trained model with a new spec (frequencies
+  and attention factor: YaRN's, on queries and keys as Hugging Face applies
+  it) and optionally Su's log-length scaling of the queries;
 * :func:`band_losses` and :func:`attention_entropy`: held-out loss per
   position band and the entropy of each layer's attention rows.
 
@@ -44,7 +44,7 @@ from rope_lessons._checks import (
     check_positive_number,
 )
 from rope_lessons.model import SelfAttention, TinyTransformer
-from rope_lessons.rope import Rope, frequencies
+from rope_lessons.rope import Layout, Rope, frequencies
 from rope_lessons.spectrum import wavelengths
 from rope_lessons.synthetic import Batch, Task, batch_sampler
 from rope_lessons.training import train
@@ -124,8 +124,9 @@ def scaled_frequencies(
     beta_slow: float = 1.0,
     low_freq_factor: float = 1.0,
     high_freq_factor: float = 4.0,
-) -> tuple[torch.Tensor, float]:
-    r"""Per-pair frequencies of a context-extension method, and its attention factor.
+    layout: Layout = "interleaved",
+) -> Rope:
+    r"""The spec of a context-extension method: its per-pair frequencies and attention factor.
 
     With :math:`\theta_k = b^{-2k/d}` (:func:`rope_lessons.rope.frequencies`)
     and the extension factor :math:`s` (new length over ``original_length``):
@@ -152,10 +153,14 @@ def scaled_frequencies(
         beta_fast, beta_slow: YaRN's turn counts (``beta_fast > beta_slow > 0``).
         low_freq_factor, high_freq_factor: Llama 3's wavelength bounds
             (``0 < low_freq_factor < high_freq_factor``).
+        layout: the layout of the spec (that of the model it extends).
 
     Returns:
-        ``(theta, attention_factor)``: float64 tensor ``(d/2,)``, pair 0
-        fastest, and a float.
+        A :class:`~rope_lessons.rope.Rope` of dimension ``d`` whose ``theta``
+        (float64 ``(d/2,)``, pair 0 fastest) is the method's table and whose
+        ``attention_factor`` is YaRN's for ``"yarn"`` and 1 otherwise; pass it
+        to :func:`~rope_lessons.attention.attention` as ``rope=``, to
+        :meth:`~rope_lessons.rope.Rope.apply` or to :func:`extended`.
     """
     d = check_even_dim(d, "d")
     method = check_choice(method, "method", METHODS)
@@ -166,11 +171,11 @@ def scaled_frequencies(
     base = check_base(base)
     theta = frequencies(d, base)
     if method == "linear":
-        return theta / factor, 1.0
+        return Rope.from_theta(theta / factor, layout)
     if method == "ntk":
         if d < 4:
             raise ValueError(f"d must be >= 4 for NTK-aware scaling (exponent d/(d-2)), got {d}")
-        return frequencies(d, base * factor ** (d / (d - 2))), 1.0
+        return Rope.from_theta(frequencies(d, base * factor ** (d / (d - 2))), layout)
     if method == "yarn":
         beta_fast = check_positive_number(beta_fast, "beta_fast")
         beta_slow = check_positive_number(beta_slow, "beta_slow")
@@ -180,7 +185,11 @@ def scaled_frequencies(
                 f"kept), got beta_fast={beta_fast}, beta_slow={beta_slow}"
             )
         weight = yarn_ramp(d, base, original_length, beta_fast, beta_slow)
-        return (1.0 - weight) * theta + weight * theta / factor, yarn_attention_factor(factor)
+        return Rope.from_theta(
+            (1.0 - weight) * theta + weight * theta / factor,
+            layout,
+            attention_factor=yarn_attention_factor(factor),
+        )
     low_freq_factor = check_positive_number(low_freq_factor, "low_freq_factor")
     high_freq_factor = check_positive_number(high_freq_factor, "high_freq_factor")
     if low_freq_factor >= high_freq_factor:
@@ -189,7 +198,7 @@ def scaled_frequencies(
             f"{low_freq_factor}, high_freq_factor={high_freq_factor}"
         )
     weight = llama3_weight(d, base, original_length, low_freq_factor, high_freq_factor)
-    return (1.0 - weight) * theta + weight * theta / factor, 1.0
+    return Rope.from_theta((1.0 - weight) * theta + weight * theta / factor, layout)
 
 
 def critical_pair(d: int, original_length: int, base: float = 10000.0) -> int:
@@ -253,13 +262,12 @@ def base_lower_bound(
     high = check_positive_number(1000.0 * length if high is None else high, "high")
     steps = math.ceil((math.log10(high) - math.log10(low)) * per_decade) + 1
     grid = torch.logspace(math.log10(low), math.log10(high), steps, dtype=torch.float64)
-    k = torch.arange(d // 2, dtype=torch.float64)
     m = torch.arange(length, dtype=torch.float64)
     block, chunk = 128, 512
     for start in range(0, steps, block):
         bases = grid[start : start + block]  # (n,)
         alive = torch.ones(len(bases), dtype=torch.bool)
-        theta = bases[:, None] ** (-2.0 * k / d)  # (n, d/2)
+        theta = torch.stack([frequencies(d, base) for base in bases.tolist()])  # (n, d/2)
         # the sum tends to dip lowest at the longest distances: test those first
         for first in reversed(range(0, length, chunk)):
             angles = m[first : first + chunk, None, None] * theta[alive]  # (M, n', d/2)
@@ -274,32 +282,35 @@ def base_lower_bound(
 
 def extended(
     model: TinyTransformer,
-    theta: torch.Tensor | None = None,
+    rope: Rope | None = None,
     *,
-    attention_factor: float = 1.0,
     log_scale_from: int | None = None,
 ) -> TinyTransformer:
-    r"""A copy of a trained RoPE model with new frequencies and attention scaling.
+    r"""A copy of a trained RoPE model with a new spec and attention scaling.
 
     Args:
         model: a trained :class:`~rope_lessons.model.TinyTransformer` with
             ``position="rope"`` (left unchanged).
-        theta: the new per-pair frequencies ``(d/2,)``; None keeps the model's.
-            They replace the model's whole ladder (p-RoPE's cut included).
-        attention_factor: multiplies every layer's queries and keys (so the
-            logits by its square), as Hugging Face applies YaRN's factor.
+        rope: the new spec (e.g. from :func:`scaled_frequencies`), of the
+            model's head dimension and layout; None keeps the model's. Its
+            frequencies replace the model's whole ladder (p-RoPE's cut
+            included), and its attention factor multiplies every layer's
+            queries and keys (so the logits by its square), as Hugging Face
+            applies YaRN's factor.
         log_scale_from: if given (the trained length ``L``), the query at
             position ``m`` is also multiplied by
             :math:`\max(1, \log(m+1)/\log L)`: Su's log-length scaling, which
             keeps the attention's entropy from growing with the number of keys.
 
     Returns:
-        a new model in eval mode; the scalings are forward hooks on each
-        layer's query-key-value projection, so they also act while fine-tuning.
+        a new model in eval mode. The attention factor acts through the spec
+        in its config; the log-length scale is a forward hook on each layer's
+        query-key-value projection. Both also act while fine-tuning.
     """
     if not isinstance(model, TinyTransformer) or model.config.position != "rope":
         raise TypeError("model must be a TinyTransformer with position='rope'")
-    attention_factor = check_positive_number(attention_factor, "attention_factor")
+    if rope is not None and not isinstance(rope, Rope):
+        raise TypeError(f"rope must be a Rope spec or None, got {type(rope).__name__}")
     if log_scale_from is not None:
         log_scale_from = check_positive_int(log_scale_from, "log_scale_from")
         if log_scale_from < 2:
@@ -307,15 +318,22 @@ def extended(
                 f"log_scale_from must be >= 2 (log of it divides), got {log_scale_from}"
             )
     config = model.config
-    if theta is not None:
-        # the new frequencies replace the whole ladder, p-RoPE's cut included
+    if rope is not None:
+        rope.check_dim(config.head_dim, "the model's head dimension")
         layout = "interleaved" if config.rope is None else config.rope.layout
-        config = dataclasses.replace(config, rope=Rope.from_theta(theta, layout))
+        if rope.layout != layout:
+            raise ValueError(
+                f"the spec's layout is {rope.layout!r} and the model's {layout!r}: "
+                "its trained weights pair their dimensions in the model's layout; build the "
+                "spec in it (or convert the model with rope_lessons.layouts.convert_layout)"
+            )
+        # the new frequencies replace the whole ladder, p-RoPE's cut included
+        config = dataclasses.replace(config, rope=rope)
     copy = TinyTransformer(config).to(next(model.parameters()).device)
     copy.load_state_dict(model.state_dict())
     copy.eval()
-    if attention_factor != 1.0 or log_scale_from is not None:
-        hook = _query_key_scaling(config.dim, attention_factor, log_scale_from)
+    if log_scale_from is not None:
+        hook = _query_log_scaling(config.dim, log_scale_from)
         for module in copy.modules():
             if isinstance(module, SelfAttention):
                 module.qkv.register_forward_hook(hook)
@@ -337,20 +355,18 @@ def log_length_scale(length: int, original_length: int) -> torch.Tensor:
     return scale.clamp(min=1.0)
 
 
-def _query_key_scaling(
-    dim: int, attention_factor: float, log_scale_from: int | None
+def _query_log_scaling(
+    dim: int, log_scale_from: int
 ) -> Callable[[nn.Module, tuple[torch.Tensor, ...], torch.Tensor], torch.Tensor]:
-    """A forward hook on a ``(B, T, 3C)`` query-key-value projection that scales q and k."""
+    """A forward hook on a ``(B, T, 3C)`` query-key-value projection that multiplies the
+    query at position ``m`` by :func:`log_length_scale` (the keys and values pass)."""
 
     def hook(
         module: nn.Module, inputs: tuple[torch.Tensor, ...], output: torch.Tensor
     ) -> torch.Tensor:
-        q, k, v = output.split(dim, dim=-1)  # (B, T, C) each
-        q = q * attention_factor
-        if log_scale_from is not None:
-            scale = log_length_scale(output.shape[-2], log_scale_from)
-            q = q * scale.to(q.device, q.dtype)[:, None]
-        return torch.cat([q, k * attention_factor, v], dim=-1)
+        q, kv = output.split((dim, 2 * dim), dim=-1)  # (B, T, C), (B, T, 2C)
+        scale = log_length_scale(output.shape[-2], log_scale_from)  # (T,)
+        return torch.cat([q * scale.to(q.device, q.dtype)[:, None], kv], dim=-1)
 
     return hook
 

@@ -201,11 +201,10 @@ class SelfAttention(nn.Module):
         qkv = self.project(x)  # (B, H, T, D) each
         result = attention(
             *qkv,
-            rope=self.placement,
+            placement=self.placement,
+            rope=cfg.rope,
             causal=cfg.causal,
             positions=positions,
-            layout=cfg.rope.layout if cfg.rope is not None else "interleaved",
-            theta=cfg.rope.theta if cfg.rope is not None else None,
             return_weights=return_weights,
         )
         out, weights = result if isinstance(result, tuple) else (result, None)

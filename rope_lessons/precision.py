@@ -25,8 +25,8 @@ import math
 
 import torch
 
-from rope_lessons._checks import check_base, check_even_dim, check_layout, check_positions
-from rope_lessons.rope import Layout, rotate, rotation_angles
+from rope_lessons._checks import check_even_dim, check_positions
+from rope_lessons.rope import Rope, rotate, rotation_angles
 
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -88,7 +88,7 @@ def _wrapped(delta: torch.Tensor) -> torch.Tensor:
 
 
 def angle_error(
-    positions: torch.Tensor, dim: int, dtype: torch.dtype, *, base: float = 10000.0
+    positions: torch.Tensor, dim: int, dtype: torch.dtype, *, rope: Rope | None = None
 ) -> torch.Tensor:
     r"""Error of every angle :math:`m\theta_k` formed in ``dtype``, against float64.
 
@@ -99,16 +99,19 @@ def angle_error(
         positions: integer tensor ``(...,)``.
         dim: head dimension ``d`` (even).
         dtype: the format the angles are computed in.
-        base: frequency base.
+        rope: the spec whose frequencies are used, of dimension ``dim``;
+            default ``Rope(dim)``.
 
     Returns:
         float64 tensor ``(..., d/2)`` in radians; ``inf`` where the format
         overflows (float16 from 65520 on).
     """
     dim = check_even_dim(dim)
-    base = check_base(base)
-    low = rotation_angles(positions, dim, base, dtype=_check_float_dtype(dtype))
-    reference = rotation_angles(positions, dim, base, dtype=torch.float64)
+    rope = Rope(dim) if rope is None else rope
+    rope.check_dim(dim, "dim")
+    theta = rope.theta  # (d/2,) float64
+    low = rotation_angles(positions, dim, theta=theta, dtype=_check_float_dtype(dtype))
+    reference = rotation_angles(positions, dim, theta=theta, dtype=torch.float64)
     return _wrapped(low.to(torch.float64) - reference)  # (..., d/2)
 
 
@@ -119,8 +122,7 @@ def score_error(
     offset: int,
     dtype: torch.dtype,
     *,
-    base: float = 10000.0,
-    layout: Layout = "interleaved",
+    rope: Rope | None = None,
 ) -> torch.Tensor:
     r"""Error of the score :math:`\langle R_m q, R_{m+r} k\rangle` with angles formed in ``dtype``.
 
@@ -135,7 +137,7 @@ def score_error(
         positions: query positions ``m``, integer tensor ``(P,)``.
         offset: the key sits at ``n = m + offset``.
         dtype: the format the angles are computed in.
-        base, layout: as in :func:`rope_lessons.rope.apply_rope`.
+        rope: the spec (frequencies and layout), ``dim == d``; default ``Rope(d)``.
 
     Returns:
         float64 tensor ``(..., P)``: ``|score - reference|``, with the
@@ -152,16 +154,20 @@ def score_error(
     if not isinstance(positions, torch.Tensor) or positions.ndim != 1:
         raise ValueError("positions must be a 1-D integer tensor of shape (P,)")
     positions = check_positions(positions)  # int64 before the offset: int8 120 + 10 must be 130
-    check_layout(layout)
     dim = check_even_dim(q.shape[-1], "the last dimension of q")
+    rope = Rope(dim) if rope is None else rope
+    rope.check_dim(dim, "the last dimension of q")
+    theta = rope.theta  # (d/2,) float64
     q64 = q.to(torch.float64).unsqueeze(-2)  # (..., 1, d)
     k64 = k.to(torch.float64).unsqueeze(-2)  # (..., 1, d)
 
     def scores(angle_dtype: torch.dtype) -> torch.Tensor:
-        query_angles = rotation_angles(positions, dim, base, dtype=angle_dtype).double()
-        key_angles = rotation_angles(positions + offset, dim, base, dtype=angle_dtype).double()
-        rotated_q = rotate(q64, query_angles.cos(), query_angles.sin(), layout)  # (..., P, d)
-        rotated_k = rotate(k64, key_angles.cos(), key_angles.sin(), layout)  # (..., P, d)
+        query_angles = rotation_angles(positions, dim, theta=theta, dtype=angle_dtype).double()
+        key_angles = rotation_angles(
+            positions + offset, dim, theta=theta, dtype=angle_dtype
+        ).double()
+        rotated_q = rotate(q64, query_angles.cos(), query_angles.sin(), rope.layout)  # (.., P, d)
+        rotated_k = rotate(k64, key_angles.cos(), key_angles.sin(), rope.layout)  # (.., P, d)
         return (rotated_q * rotated_k).sum(-1)  # (..., P)
 
     error = (scores(_check_float_dtype(dtype)) - scores(torch.float64)).abs()

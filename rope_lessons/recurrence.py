@@ -46,7 +46,7 @@ from rope_lessons._checks import (
     check_positive_number,
 )
 from rope_lessons.attention import rotate_inputs, rotate_output
-from rope_lessons.rope import frequencies
+from rope_lessons.rope import Rope, frequencies
 
 MixerKind = Literal["real", "complex", "retnet"]
 MIXER_KINDS: tuple[MixerKind, ...] = get_args(MixerKind)
@@ -180,21 +180,21 @@ def vo_rope_decay(gamma: float, dim: int, base: float = 10000.0) -> torch.Tensor
 
 
 def vo_rope_weighted_sum(
-    v: torch.Tensor, weights: torch.Tensor, *, base: float = 10000.0
+    v: torch.Tensor, weights: torch.Tensor, *, rope: Rope | None = None
 ) -> torch.Tensor:
     r"""VO-RoPE with given weights: :math:`o_m = R_m^\top \sum_n a_{mn} R_n v_n`.
 
     The rotations are those of :func:`~rope_lessons.attention.attention` with
-    ``rope="vo"`` (:func:`~rope_lessons.attention.rotate_inputs` and
-    :func:`~rope_lessons.attention.rotate_output`, interleaved layout,
-    positions ``0 .. T-1``) around any weight matrix: e.g. the causal
-    :math:`a_{mn} = \gamma^{m-n}` of :func:`decay_powers` in place of softmax.
+    ``placement="vo"`` (:func:`~rope_lessons.attention.rotate_inputs` and
+    :func:`~rope_lessons.attention.rotate_output`, positions ``0 .. T-1``)
+    around any weight matrix: e.g. the causal :math:`a_{mn} = \gamma^{m-n}` of
+    :func:`decay_powers` in place of softmax.
 
     Args:
         v: values ``(B, H, T, D)``, ``D`` even.
         weights: ``(B, H, T, T)`` or broadcastable to it, row ``m`` the
             weights of query ``m``.
-        base: RoPE's base.
+        rope: the spec, ``dim == D``; default ``Rope(D)``.
 
     Returns:
         Outputs ``(B, H, T, D)``.
@@ -203,8 +203,8 @@ def vo_rope_weighted_sum(
         raise ValueError("v must be a (batch, heads, seq, head_dim) tensor")
     if not isinstance(weights, torch.Tensor) or weights.shape[-2:] != (v.shape[-2],) * 2:
         raise ValueError(f"weights must be a (..., T, T) tensor with T = {v.shape[-2]}")
-    rotated = rotate_inputs(v, v, v, rope="vo", base=base)[2]  # R_n v_n
-    return rotate_output(weights.to(v.dtype) @ rotated, rope="vo", base=base)  # R_m^T (...)
+    rotated = rotate_inputs(v, v, v, placement="vo", rope=rope)[2]  # R_n v_n
+    return rotate_output(weights.to(v.dtype) @ rotated, placement="vo", rope=rope)  # R_m^T (...)
 
 
 # --- three small sequence models -----------------------------------------------------
@@ -357,7 +357,7 @@ class RetentionMixer(nn.Module):
     r"""Retention: :math:`o_t = \sum_{u \le t} \gamma_h^{t-u} (R_t q_t)^\top (R_u k_u) v_u`.
 
     Real decays (:func:`retnet_decays`), RoPE on queries and keys
-    (:func:`~rope_lessons.attention.rotate_inputs` with ``rope="qk"``), no
+    (:func:`~rope_lessons.attention.rotate_inputs` with ``placement="qk"``), no
     softmax; each head's output normalised (RetNet's group norm) before the
     output projection. The recurrent form keeps a ``D x D`` state per head,
     :math:`S_t = \gamma_h S_{t-1} + (R_t k_t) v_t^\top`, read by :math:`R_t q_t`.
@@ -369,6 +369,7 @@ class RetentionMixer(nn.Module):
         self.qkv = nn.Linear(config.dim, 3 * config.dim, bias=False)
         self.norm = nn.GroupNorm(config.n_heads, config.dim, affine=False)
         self.out = nn.Linear(config.dim, config.dim, bias=False)
+        self.rope = Rope(config.dim // config.n_heads, config.rope_base)
 
     def forward(self, u: torch.Tensor) -> torch.Tensor:
         """``u`` ``(B, T, C)`` -> ``(B, T, C)``."""
@@ -378,7 +379,7 @@ class RetentionMixer(nn.Module):
             t.reshape(*t.shape[:-1], cfg.n_heads, head_dim).transpose(1, 2)
             for t in self.qkv(u).split(cfg.dim, dim=-1)
         )  # (B, H, T, D) each
-        q, k, v = rotate_inputs(q, k, v, rope="qk", base=cfg.rope_base)  # R_t q_t, R_u k_u
+        q, k, v = rotate_inputs(q, k, v, placement="qk", rope=self.rope)  # R_t q_t, R_u k_u
         q = q / math.sqrt(head_dim)
         gammas = retnet_decays(cfg.n_heads).to(u.device)
         if cfg.form == "parallel":

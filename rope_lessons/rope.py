@@ -346,8 +346,8 @@ def split_pairs(x: torch.Tensor, layout: Layout) -> tuple[torch.Tensor, torch.Te
     """
     if layout == "interleaved":
         return x[..., 0::2], x[..., 1::2]
-    half = x.shape[-1] // 2
-    return x[..., :half], x[..., half:]
+    first, second = x.chunk(2, dim=-1)
+    return first, second
 
 
 def read_pairs(x: torch.Tensor, layout: Layout = "interleaved") -> torch.Tensor:
@@ -537,30 +537,44 @@ def apply_rope(
     """
     x = check_features(x)
     layout = check_layout(layout)
-    dim = x.shape[-1]
+    key = _theta_key(x.shape[-1], check_base(base), check_fraction(p), theta)
+    if positions is not None:
+        positions = check_positions(positions, x.shape[:-1])
+    return _rope_kernel(x, positions, key, layout)
+
+
+def _rope_kernel(
+    x: torch.Tensor, positions: torch.Tensor | None, theta_key: tuple[float, ...], layout: Layout
+) -> torch.Tensor:
+    """:func:`apply_rope` without its checks, for callers that have made them once.
+
+    Args:
+        x: floating features ``(..., T, d)``, ``d`` even.
+        positions: None for ``arange(T)`` (cached tables), or int64 positions
+            as :func:`~rope_lessons._checks.check_positions` returns them for
+            ``x.shape[:-1]``.
+        theta_key: the ``d/2`` frequencies as a tuple (the key of the caches).
+        layout: a checked layout.
+
+    Returns:
+        Tensor of the shape and dtype of ``x``.
+    """
     compute_dtype = _compute_dtype(x)
     x_compute = x.to(compute_dtype)
     if positions is None:
-        key = _theta_key(dim, check_base(base), check_fraction(p), theta)
         if layout == "interleaved":
-            phase = _cached_phase(x.shape[-2], key, x.device, compute_dtype)
+            phase = _cached_phase(x.shape[-2], theta_key, x.device, compute_dtype)
             return rotate_complex(x_compute, phase).to(x.dtype)
-        cos, sin = _cached_cos_sin(x.shape[-2], key, x.device, compute_dtype)
+        cos, sin = _cached_cos_sin(x.shape[-2], theta_key, x.device, compute_dtype)
     else:
-        cos, sin = cos_sin(
-            x.shape[:-1],
-            dim,
-            positions,
-            base=base,
-            p=p,
-            theta=theta,
-            device=x.device,
-            dtype=compute_dtype,
-        )
+        angle_dtype = _angle_dtype(x.device)
+        theta = torch.tensor(theta_key, dtype=angle_dtype, device=x.device)  # (d/2,)
+        angles = positions.to(x.device, angle_dtype).unsqueeze(-1) * theta  # (..., T, d/2)
+        cos, sin = _cos_sin_from_angles(angles, compute_dtype)
     if layout == "interleaved":
         return rotate_complex(x_compute, torch.complex(cos, sin)).to(x.dtype)
-    half = dim // 2  # one buffer written in place by the kernel: no cat, no temporaries
-    pairs = _turn_stacked(x_compute[..., :half], x_compute[..., half:], cos, sin)  # (.., T, 2, d/2)
+    # one buffer written in place by the kernel: no cat, no temporaries
+    pairs = _turn_stacked(*split_pairs(x_compute, layout), cos, sin)  # (..., T, 2, d/2)
     return pairs.flatten(-2).to(x.dtype)
 
 
@@ -873,7 +887,24 @@ class Rope:
             x: ``(..., T, d)`` with ``d`` equal to :attr:`dim`.
             positions: integer positions broadcastable to ``(..., T)``; default ``arange(T)``.
         """
-        return apply_rope(x, positions, layout=self.layout, theta=self._theta)
+        x = check_features(x)
+        self.check_dim(x.shape[-1], "the last dimension of x")
+        if positions is not None:
+            positions = check_positions(positions, x.shape[:-1])
+        return _rope_kernel(x, positions, self._values, self.layout)
+
+    def check_dim(self, dim: int, what: str) -> None:
+        """Refuse vectors whose dimension ``dim`` (named ``what``) is not :attr:`dim`."""
+        if dim != self.dim:
+            raise ValueError(
+                f"this spec rotates d = {self.dim} dimensions ({self.dim // 2} pairs), "
+                f"but {what} is {dim}: build Rope({dim}, ...) for them"
+            )
+
+    def _rotate(self, x: torch.Tensor, positions: torch.Tensor | None) -> torch.Tensor:
+        """:meth:`apply` without its checks: ``x`` ``(..., T, d)`` with ``d`` = :attr:`dim`,
+        ``positions`` None or as :func:`~rope_lessons._checks.check_positions` returns them."""
+        return _rope_kernel(x, positions, self._values, self.layout)
 
     def angles(self, positions: torch.Tensor) -> torch.Tensor:
         r"""The angles :math:`m\theta_k`, float64 ``(..., d/2)``, for integer positions."""

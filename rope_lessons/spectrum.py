@@ -37,12 +37,11 @@ from rope_lessons._checks import (
     check_base,
     check_even_dim,
     check_fraction,
-    check_layout,
     check_positive_int,
     check_positive_number,
 )
-from rope_lessons.model import Block, TinyTransformer
-from rope_lessons.rope import Layout, Rope, apply_rope, frequencies, split_pairs
+from rope_lessons.model import QKV, Block, TinyTransformer
+from rope_lessons.rope import Rope, frequencies, split_pairs
 
 
 def wavelengths(dim: int, base: float = 10000.0) -> torch.Tensor:
@@ -136,18 +135,20 @@ def turn_counts(rope: Rope | torch.Tensor | Sequence[float], context: int) -> Tu
     )
 
 
-def pair_dims(dim: int, layout: Layout = "interleaved") -> torch.Tensor:
-    """The two feature indices of every rotary pair, pair ``k`` turning at ``theta_k``.
+def pair_dims(rope: Rope) -> torch.Tensor:
+    """The two feature indices of every rotary pair of ``rope``, pair ``k`` turning at ``theta_k``.
 
     Returns:
         Long tensor ``(d/2, 2)``: rows ``(2k, 2k+1)`` in the interleaved
         layout, ``(k, k + d/2)`` in the half layout.
     """
-    coordinates = torch.arange(check_even_dim(dim))
-    return torch.stack(split_pairs(coordinates, check_layout(layout)), dim=-1)  # (d/2, 2)
+    if not isinstance(rope, Rope):
+        raise TypeError(f"rope must be a Rope spec, got {type(rope).__name__}")
+    coordinates = torch.arange(rope.dim)
+    return torch.stack(split_pairs(coordinates, rope.layout), dim=-1)  # (d/2, 2)
 
 
-def pair_norms(x: torch.Tensor, layout: Layout = "interleaved") -> torch.Tensor:
+def pair_norms(x: torch.Tensor, rope: Rope | None = None) -> torch.Tensor:
     r"""The Euclidean norm of each rotary pair of ``x``: :math:`\lVert x^{(k)}\rVert`.
 
     RoPE turns each pair without changing its norm, so these norms are the
@@ -156,7 +157,8 @@ def pair_norms(x: torch.Tensor, layout: Layout = "interleaved") -> torch.Tensor:
 
     Args:
         x: floating tensor ``(..., d)``, ``d`` even.
-        layout: how the pairs sit in ``x`` (``"interleaved"`` or ``"half"``).
+        rope: the spec whose layout says how the pairs sit in ``x``; default
+            ``Rope(d)`` (interleaved).
 
     Returns:
         Tensor ``(..., d/2)`` in the dtype of ``x``; entry ``k`` belongs to
@@ -168,7 +170,10 @@ def pair_norms(x: torch.Tensor, layout: Layout = "interleaved") -> torch.Tensor:
         raise TypeError(f"x must have a floating dtype, got {x.dtype}")
     if x.ndim < 1:
         raise ValueError("x must have at least one dimension (the features)")
-    dims = pair_dims(check_even_dim(x.shape[-1], "the last dimension of x"), layout)
+    dim = check_even_dim(x.shape[-1], "the last dimension of x")
+    rope = Rope(dim) if rope is None else rope
+    dims = pair_dims(rope)  # refuses anything but a spec
+    rope.check_dim(dim, "the last dimension of x")
     norms: torch.Tensor = torch.linalg.vector_norm(x[..., dims.to(x.device)], dim=-1)
     return norms  # (..., d/2)
 
@@ -220,7 +225,7 @@ def partial_rotary_theta(dim: int, fraction: float, base: float = 10000.0) -> to
         )
     theta = torch.zeros(dim // 2, dtype=torch.float64)
     if rotary:
-        theta[: rotary // 2] = base ** (-torch.arange(0, rotary, 2, dtype=torch.float64) / rotary)
+        theta[: rotary // 2] = frequencies(rotary, base)  # the ladder over r dimensions
     return theta
 
 
@@ -267,8 +272,8 @@ def ablate_pairs(
     chosen_pairs = _check_indices(pairs, "pairs", cfg.head_dim // 2)
     chosen_layers = _check_indices(layers, "layers", cfg.n_layers)
     chosen_heads = _check_indices(heads, "heads", cfg.n_heads)
-    layout = "interleaved" if cfg.rope is None else cfg.rope.layout
-    dims = pair_dims(cfg.head_dim, layout)[chosen_pairs].flatten()  # (2 * pairs,)
+    rope = cfg.rope if cfg.rope is not None else Rope(cfg.head_dim)  # NoPE: the same pairs
+    dims = pair_dims(rope)[chosen_pairs].flatten()  # (2 * pairs,)
     offsets = torch.tensor(chosen_heads).unsqueeze(-1) * cfg.head_dim  # (heads, 1)
     query_rows = (offsets + dims).flatten()  # rows of W_q inside qkv
     rows = torch.cat((query_rows, cfg.dim + query_rows))  # and of W_k
@@ -298,6 +303,11 @@ def offset_attention(weights: torch.Tensor, offset: int) -> torch.Tensor:
     """
     if not isinstance(weights, torch.Tensor) or weights.ndim < 2:
         raise TypeError("weights must be a torch.Tensor of shape (..., T, T)")
+    if weights.shape[-2] != weights.shape[-1]:
+        raise ValueError(
+            "weights must be square, (..., T, T) with a row per query and a column per "
+            f"key of the same sequence, got {tuple(weights.shape)}"
+        )
     if isinstance(offset, bool) or not isinstance(offset, int):
         raise TypeError(f"offset must be an int, got {type(offset).__name__}")
     if not 0 <= offset < weights.shape[-1]:
@@ -309,24 +319,28 @@ def spread_vector(
     dim: int,
     pairs: Sequence[int],
     norm: float = 1.0,
-    layout: Layout = "interleaved",
+    *,
+    rope: Rope | None = None,
 ) -> torch.Tensor:
     r"""A vector :math:`\psi` whose norm ``norm`` is spread equally over the chosen pairs.
 
     Each chosen pair gets :math:`(\text{norm}/\sqrt{n}, 0)`, every other pair
     ``(0, 0)``, so :func:`pair_norms` of the result is ``norm / sqrt(n)`` on
-    the chosen pairs and 0 elsewhere.
+    the chosen pairs and 0 elsewhere. The pairs sit where ``rope``'s layout
+    puts them (default ``Rope(dim)``, interleaved).
 
     Returns:
         float64 tensor ``(d,)``.
     """
     dim = check_even_dim(dim)
+    rope = Rope(dim) if rope is None else rope
+    rope.check_dim(dim, "dim")
     chosen = _check_indices(pairs, "pairs", dim // 2)
     if not chosen:
         raise ValueError("pairs must name at least one pair")
     norm = check_positive_number(norm, "norm")
     psi = torch.zeros(dim, dtype=torch.float64)
-    psi[pair_dims(dim, layout)[chosen, 0]] = norm / math.sqrt(len(chosen))
+    psi[pair_dims(rope)[chosen, 0]] = norm / math.sqrt(len(chosen))
     return psi
 
 
@@ -335,7 +349,8 @@ def diagonal_head(
     seq_len: int,
     pairs: Sequence[int],
     norm: float,
-    layout: Layout = "interleaved",
+    *,
+    rope: Rope | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     r"""Queries and keys of a hand-built diagonal head: :math:`q_m = k_n = \psi` everywhere.
 
@@ -348,7 +363,7 @@ def diagonal_head(
         :func:`rope_lessons.attention.attention` (with a ``v`` of your choice).
     """
     seq_len = check_positive_int(seq_len, "seq_len")
-    psi = spread_vector(dim, pairs, norm, layout)
+    psi = spread_vector(dim, pairs, norm, rope=rope)
     q = psi.expand(1, 1, seq_len, dim).clone()
     return q, q.clone()
 
@@ -359,22 +374,22 @@ def previous_token_head(
     pairs: Sequence[int],
     norm: float,
     *,
-    base: float = 10000.0,
-    layout: Layout = "interleaved",
+    rope: Rope | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     r"""Queries and keys of a hand-built previous-token head: :math:`q_m = \psi, k_n = R_1\psi`.
 
     The key is :math:`\psi` turned on by one position, so the score is
     :math:`\langle R_m\psi, R_{n+1}\psi\rangle = \sum_k
     \lVert\psi^{(k)}\rVert^2\cos((n + 1 - m)\theta_k)`, largest at
-    ``n = m - 1``.
+    ``n = m - 1``. ``rope`` (default ``Rope(dim)``) places the pairs and turns the key.
 
     Returns:
         ``(q, k)``, each float64 ``(1, 1, T, d)``.
     """
-    q, _ = diagonal_head(dim, seq_len, pairs, norm, layout)
+    rope = Rope(check_even_dim(dim)) if rope is None else rope
+    q, _ = diagonal_head(dim, seq_len, pairs, norm, rope=rope)
     one = torch.ones(seq_len, dtype=torch.long)
-    k = apply_rope(q, one, base=base, layout=layout)
+    k = rope.apply(q, one)
     return q, k
 
 
@@ -395,11 +410,65 @@ def mean_pair_norms(
     Returns:
         ``(query_norms, key_norms)``, each ``(L, H, D/2)``: layers, heads, pairs.
     """
-    spec = model.config.rope
-    if spec is None:
+    rope = model.config.rope
+    if rope is None:
         raise ValueError(f"a RoPE model is needed, got position={model.config.position!r}")
-    layout = spec.layout
-    per_layer = model.layer_qkv(tokens)
-    queries = torch.stack([pair_norms(qkv.q, layout).mean(dim=(0, 2)) for qkv in per_layer])
-    keys = torch.stack([pair_norms(qkv.k, layout).mean(dim=(0, 2)) for qkv in per_layer])
+    return qkv_pair_norms(model.layer_qkv(tokens), rope)
+
+
+def qkv_pair_norms(layers_qkv: Sequence[QKV], rope: Rope) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`mean_pair_norms` from any model's unrotated queries and keys.
+
+    Args:
+        layers_qkv: one :class:`~rope_lessons.model.QKV` per layer (e.g. from
+            ``layer_qkv`` of a toy or of :class:`rope_lessons.pretrained.Pretrained`).
+        rope: the spec whose layout says where the pairs sit.
+
+    Returns:
+        ``(query_norms, key_norms)``: ``(L, H, D/2)`` and ``(L, H_kv, D/2)``, the
+        mean of :func:`pair_norms` over the batch and every position.
+    """
+    queries = torch.stack([pair_norms(qkv.q, rope).mean(dim=(0, 2)) for qkv in layers_qkv])
+    keys = torch.stack([pair_norms(qkv.k, rope).mean(dim=(0, 2)) for qkv in layers_qkv])
     return queries, keys
+
+
+def norm_matched_pairs(
+    shares: torch.Tensor, quarter: Sequence[int], generator: torch.Generator
+) -> torch.Tensor:
+    """For every head, random pairs outside ``quarter`` that hold as much norm as ``quarter``.
+
+    The control of an ablation: removing a set of pairs costs something
+    because of the frequencies it holds, or merely because of the norm it
+    holds. Per head, the pairs outside ``quarter`` are walked in a random
+    order, each kept when it brings the summed share closer to the share of
+    ``quarter``, until the sum reaches it (a pair that would overshoot by more
+    than it gains is skipped, and the walk goes on).
+
+    Args:
+        shares: ``(..., P)`` each pair's share of a head's norm (e.g. squared
+            mean pair norms over their sum), ``P`` pairs.
+        quarter: the pair indices whose share is matched.
+        generator: the random generator (seeded by the caller).
+
+    Returns:
+        bool tensor of the shape of ``shares``: the chosen pairs of every head.
+    """
+    if not isinstance(shares, torch.Tensor) or not shares.is_floating_point():
+        raise TypeError("shares must be a floating tensor (..., pairs)")
+    pairs = shares.shape[-1]
+    target_pairs = _check_indices(quarter, "quarter", pairs)
+    others = torch.tensor([k for k in range(pairs) if k not in target_pairs])
+    flat = shares.reshape(-1, pairs).double().cpu()
+    chosen = torch.zeros(flat.shape, dtype=torch.bool)
+    for row, head in enumerate(flat):
+        target = float(head[target_pairs].sum())
+        total = 0.0
+        for k in others[torch.randperm(len(others), generator=generator)].tolist():
+            if total >= target:
+                break
+            share = float(head[k])
+            if abs(total + share - target) < abs(total - target):
+                chosen[row, k] = True
+                total += share
+    return chosen.reshape(shares.shape).to(shares.device)

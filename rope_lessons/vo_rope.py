@@ -42,7 +42,7 @@ from rope_lessons._checks import check_positive_int
 from rope_lessons.attention import Placement, attention, rotate_inputs, rotate_output
 from rope_lessons.experiments import held_out
 from rope_lessons.model import TinyTransformer
-from rope_lessons.rope import Layout, score_at_distance
+from rope_lessons.rope import Rope
 from rope_lessons.spectrum import pair_dims
 
 if TYPE_CHECKING:
@@ -75,10 +75,9 @@ def key_and_value_streams(
     q: torch.Tensor,
     c: torch.Tensor,
     *,
-    rope: Placement,
+    placement: Placement,
+    rope: Rope | None = None,
     positions: torch.Tensor | None = None,
-    base: float = 10000.0,
-    layout: Layout = "interleaved",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The keys and the values that enter softmax when keys and values share ``c``.
 
@@ -86,17 +85,15 @@ def key_and_value_streams(
         q: queries ``(B, H, T, D)``.
         c: the one vector per token that serves as key and as value,
             ``(B, H_c, T, D)`` with ``H_c`` 1 or ``H`` (multi-query or not).
-        rope: the placement, one of :data:`~rope_lessons.attention.PLACEMENTS`.
-        positions, base, layout: as in :func:`~rope_lessons.attention.attention`.
+        placement: one of :data:`~rope_lessons.attention.PLACEMENTS`.
+        rope, positions: as in :func:`~rope_lessons.attention.attention`.
 
     Returns:
         ``(keys, values)``, each ``(B, H, T, D)``. A decoder can cache one
         vector per token only if they are equal.
     """
     c = _shared_heads(q, c)
-    _, keys, values = rotate_inputs(
-        q, c, c, rope=rope, positions=positions, base=base, layout=layout, p=1.0, theta=None
-    )
+    _, keys, values = rotate_inputs(q, c, c, placement=placement, rope=rope, positions=positions)
     return keys, values
 
 
@@ -105,23 +102,22 @@ def shift_change(
     k: torch.Tensor,
     v: torch.Tensor,
     *,
-    rope: Placement,
+    placement: Placement,
     shift: int,
-    base: float = 10000.0,
-    layout: Layout = "interleaved",
+    rope: Rope | None = None,
 ) -> float:
     """Largest change of the attention output when every position moves by ``shift``.
 
     Zero (to rounding) for a relative placement; clearly nonzero for an
     absolute one. Inputs ``(B, H, T, D)``; positions ``0..T-1`` against
-    ``shift..shift+T-1``.
+    ``shift..shift+T-1``; ``rope`` as in :func:`~rope_lessons.attention.attention`.
     """
     if isinstance(shift, bool) or not isinstance(shift, int):
         raise TypeError(f"shift must be an int, got {type(shift).__name__}")
     seq_len = q.shape[-2]
-    plain = attention(q, k, v, rope=rope, base=base, layout=layout)
+    plain = attention(q, k, v, placement=placement, rope=rope)
     moved = attention(
-        q, k, v, rope=rope, base=base, layout=layout, positions=torch.arange(seq_len) + shift
+        q, k, v, placement=placement, rope=rope, positions=torch.arange(seq_len) + shift
     )
     return float((moved - plain).abs().max())
 
@@ -130,8 +126,7 @@ def decode_with_one_cached_vector(
     q: torch.Tensor,
     c: torch.Tensor,
     *,
-    base: float = 10000.0,
-    layout: Layout = "interleaved",
+    rope: Rope | None = None,
 ) -> torch.Tensor:
     r"""Causal decoding, one token at a time, from a cache of :math:`R_n c_n` only.
 
@@ -147,13 +142,20 @@ def decode_with_one_cached_vector(
     Args:
         q: queries ``(B, H, T, D)``.
         c: shared key-value vectors ``(B, H_c, T, D)``, ``H_c`` 1 or ``H``.
+        rope: the spec, ``dim == D``; default ``Rope(D)``. An attention factor
+            other than 1 is refused (it would scale the cache).
 
     Returns:
-        Outputs ``(B, H, T, D)``, equal to ``attention(q, c, c, rope="qkvo")``.
+        Outputs ``(B, H, T, D)``, equal to ``attention(q, c, c, placement="qkvo", rope=rope)``.
     """
     c = _shared_heads(q, c)
+    if rope is not None and rope.attention_factor != 1.0:
+        raise ValueError(
+            f"rope.attention_factor = {rope.attention_factor:g}: one cached vector serves "
+            "as key and value, so the factor would scale the values too; use a spec with 1"
+        )
     rotated_q, cache, _ = rotate_inputs(
-        q, c, c, rope="qk", base=base, layout=layout, p=1.0, theta=None
+        q, c, c, placement="qk", rope=rope
     )  # R_m q_m and R_n c_n, (B, H, T, D): the cache holds R_n c_n only
     outputs = []
     for m in range(q.shape[-2]):
@@ -162,12 +164,9 @@ def decode_with_one_cached_vector(
         outputs.append(
             rotate_output(
                 read,  # (B, H, 1, D), turned back by R_m^T
-                rope="qkvo",
+                placement="qkvo",
+                rope=rope,
                 positions=torch.tensor([m]),
-                base=base,
-                layout=layout,
-                p=1.0,
-                theta=None,
             )
         )
     return torch.cat(outputs, dim=-2)
@@ -225,36 +224,21 @@ def reading_stats(
         "mean_distance": float((stacked * back.to(stacked)).sum(-1).mean()),
     }
     cfg = model.config
-    rotary = cfg.rope
-    if rotary is None:
+    rope = cfg.rope
+    if rope is None:
         raise ValueError(f"reading_stats needs a RoPE model, got position={cfg.position!r}")
-    theta = rotary.theta
-    dims = pair_dims(cfg.head_dim, rotary.layout)  # (D/2, 2)
+    dims = pair_dims(rope)  # (D/2, 2)
     fast, slow = dims[0].tolist(), dims[-1].tolist()
     cosines: dict[str, list[float]] = {}
     for layer, (q, k, v) in enumerate(model.layer_qkv(tokens)):
         placement = cfg.layer_placement(layer)
         if placement not in WITHOUT_VALUE_TURN:
             continue
-        outputs = [
-            attention(
-                q,
-                k,
-                v,
-                rope=rope,
-                layout=rotary.layout,
-                theta=theta,
-            )
-            for rope in (placement, WITHOUT_VALUE_TURN[placement])
-        ]
-        turned, plain = outputs
-        self_scores = score_at_distance(
-            v,
-            v,
-            torch.tensor(READ_DISTANCES),
-            layout=rotary.layout,
-            theta=theta,
-        )  # (B, H, T, R)
+        turned, plain = (
+            attention(q, k, v, placement=each, rope=rope)
+            for each in (placement, WITHOUT_VALUE_TURN[placement])
+        )
+        self_scores = rope.score_at_distance(v, v, torch.tensor(READ_DISTANCES))  # (B, H, T, R)
         norms = v.double().square().sum(-1, keepdim=True).clamp(min=1e-12)
         found = {
             "turn_cosine": _mean_cosine(turned, plain),

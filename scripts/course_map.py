@@ -33,12 +33,15 @@ CHAPTERS = {
     6: ("VO-RoPE", "values and outputs rotated", (6.2, 1.5)),
     7: ("Complex linear RNNs", "VO-RoPE as a recurrence", (6.2, 0.0)),
     8: ("Beyond trained length", "PI, NTK, YaRN; NoPE layers", (3.7, 0.0)),
+    9: ("A real model", "chapters 3-5 on SmolLM2", (1.2, 0.0)),
 }
-PREREQUISITES = [(0, 1), (1, 2), (2, 3), (3, 4), (3, 5), (3, 6), (6, 7), (5, 8)]
+PREREQUISITES = [
+    (0, 1), (1, 2), (2, 3), (3, 4), (3, 5), (3, 6), (6, 7), (5, 8), (4, 9), (5, 9), (8, 9)
+]  # fmt: skip
 # (label, x, y of the label, colour of the stage's boxes, its chapters)
 STAGES = [
     ("Why attention needs positions", 3.7, 5.35, "#dbe8f5", (0, 1, 2)),
-    ("RoPE and what it does", 1.2, 0.0, "#f6e3cf", (3, 4, 5, 6, 7, 8)),
+    ("RoPE and what it does", 1.9, 3.0, "#f6e3cf", (3, 4, 5, 6, 7, 8, 9)),
 ]
 BOX_W, BOX_H = 2.3, 1.0
 

@@ -9,7 +9,7 @@ import torch
 from helpers import random_features
 
 from rope_lessons.attention import PLACEMENTS, Placement, attention
-from rope_lessons.rope import Layout, apply_rope, cos_sin
+from rope_lessons.rope import Layout, Rope, apply_rope, cos_sin
 
 B, H, T, D = 2, 3, 7, 8
 
@@ -23,8 +23,8 @@ def qkv(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
 @pytest.mark.parametrize("causal", [True, False])
 def test_fused_path_equals_explicit_weights(rope: Placement, causal: bool) -> None:
     q, k, v = qkv()
-    fused = attention(q, k, v, rope=rope, causal=causal)
-    explicit, weights = attention(q, k, v, rope=rope, causal=causal, return_weights=True)
+    fused = attention(q, k, v, placement=rope, causal=causal)
+    explicit, weights = attention(q, k, v, placement=rope, causal=causal, return_weights=True)
     torch.testing.assert_close(fused, explicit, rtol=1e-10, atol=1e-10)
     torch.testing.assert_close(weights.sum(-1), torch.ones(B, H, T, dtype=torch.float64))
     if causal:
@@ -35,24 +35,25 @@ def test_fused_path_equals_explicit_weights(rope: Placement, causal: bool) -> No
 @pytest.mark.parametrize("layout", ["interleaved", "half"])
 def test_relative_placements_ignore_a_common_shift(rope: Placement, layout: Layout) -> None:
     q, k, v = qkv()
-    base_out = attention(q, k, v, rope=rope, layout=layout)
+    spec = Rope(q.shape[-1], layout=layout)
+    base_out = attention(q, k, v, placement=rope, rope=spec)
     for shift in (1, 13, 1000, -50):
-        shifted = attention(q, k, v, rope=rope, layout=layout, positions=torch.arange(T) + shift)
+        shifted = attention(q, k, v, placement=rope, rope=spec, positions=torch.arange(T) + shift)
         torch.testing.assert_close(shifted, base_out, rtol=1e-9, atol=1e-9)
 
 
 @pytest.mark.parametrize("rope", ["q", "k", "v", "o", "qkv"])
 def test_absolute_placements_change_under_a_shift(rope: Placement) -> None:
     q, k, v = qkv()
-    base_out = attention(q, k, v, rope=rope)
-    shifted = attention(q, k, v, rope=rope, positions=torch.arange(T) + 13)
+    base_out = attention(q, k, v, placement=rope)
+    shifted = attention(q, k, v, placement=rope, positions=torch.arange(T) + 13)
     assert (shifted - base_out).abs().max() > 1e-2
 
 
 def test_vo_rope_output_is_a_sum_of_relatively_rotated_values() -> None:
     """o_m = R_m^T sum_n a_mn R_n v_n = sum_n a_mn R_{n-m} v_n."""
     q, k, v = qkv()
-    out, weights = attention(q, k, v, rope="vo", return_weights=True)
+    out, weights = attention(q, k, v, placement="vo", return_weights=True)
     expected = torch.zeros_like(out)
     for m in range(T):
         for n in range(T):
@@ -65,28 +66,34 @@ def test_vo_rope_output_is_a_sum_of_relatively_rotated_values() -> None:
 def test_nope_bidirectional_attention_is_permutation_equivariant() -> None:
     q, k, v = qkv()
     perm = torch.randperm(T)
-    out = attention(q, k, v, rope="nope", causal=False)
-    permuted = attention(q[:, :, perm], k[:, :, perm], v[:, :, perm], rope="nope", causal=False)
+    out = attention(q, k, v, placement="nope", causal=False)
+    permuted = attention(
+        q[:, :, perm], k[:, :, perm], v[:, :, perm], placement="nope", causal=False
+    )
     torch.testing.assert_close(permuted, out[:, :, perm], rtol=1e-12, atol=1e-12)
 
 
 def test_float32_inputs_stay_float32() -> None:
     q, k, v = (t.float() for t in qkv())
-    assert attention(q, k, v, rope="qkvo").dtype == torch.float32
+    assert attention(q, k, v, placement="qkvo").dtype == torch.float32
 
 
 @pytest.mark.parametrize(
     ("kwargs", "error", "word"),
     [
-        ({"rope": "qo"}, ValueError, "rope must be one of"),
+        ({"placement": "qo"}, ValueError, "placement must be one of"),
+        ({"rope": "qk"}, TypeError, "placement is now given as placement='qk'"),
+        ({"rope": "qo"}, TypeError, "rope must be a Rope spec or None, got the string 'qo'"),
+        ({"rope": 10000.0}, TypeError, "rope must be a Rope spec or None, got float"),
+        ({"rope": Rope(D + 2)}, ValueError, rf"rope.dim = {D + 2} .* head dimension D .* {D}"),
         ({"k": torch.zeros(B, H, T, D + 2)}, ValueError, "same batch and head dimension"),
         ({"v": torch.zeros(B, H, T + 1, D)}, ValueError, "v must match k"),
         ({"q": torch.zeros(H, T, D)}, ValueError, "q must have shape"),
         ({"v": torch.zeros(B, H, T, D, dtype=torch.long)}, TypeError, "v must have a floating"),
         ({"positions": torch.arange(T).float()}, TypeError, "integer dtype"),
         ({"positions": torch.arange(T + 2)}, ValueError, "do not broadcast"),
-        ({"layout": "rotate_half"}, ValueError, "layout"),
-        ({"p": 2.0}, ValueError, "p must lie in"),
+        ({"layout": "half"}, TypeError, "unexpected keyword argument 'layout'"),
+        ({"base": 500.0}, TypeError, "unexpected keyword argument 'base'"),
     ],
 )
 def test_bad_input_names_the_argument(
@@ -112,8 +119,8 @@ def test_two_d_positions_are_read_as_batch_by_seq(batch: int, heads: int) -> Non
     )
     for rope in PLACEMENTS:
         torch.testing.assert_close(
-            attention(x, x, x, rope=rope, positions=per_batch),
-            attention(x, x, x, rope=rope, positions=per_batch[:, None, :]),
+            attention(x, x, x, placement=rope, positions=per_batch),
+            attention(x, x, x, placement=rope, positions=per_batch[:, None, :]),
             rtol=0,
             atol=0,
         )

@@ -18,7 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rope_lessons.attention import PLACEMENTS, Placement, attention, rotate_inputs, rotate_output
-from rope_lessons.rope import Layout, apply_rope
+from rope_lessons.rope import Layout, Rope, apply_rope
 
 B, D = 2, 8
 # the module itself: the package's ``attention`` attribute is the function
@@ -41,6 +41,8 @@ def cache(
     new=st.integers(1, 12),
     shift=st.sampled_from([0, 0, 7, 1000, -40]),
     layout=st.sampled_from(["interleaved", "half"]),
+    base=st.sampled_from([10000.0, 37.5]),
+    factor=st.sampled_from([1.0, 1.3]),
     seed=st.integers(0, 2**16),
 )
 def test_the_last_queries_against_a_cache_equal_the_last_rows_of_full_attention(
@@ -50,25 +52,30 @@ def test_the_last_queries_against_a_cache_equal_the_last_rows_of_full_attention(
     new: int,
     shift: int,
     layout: Layout,
+    base: float,
+    factor: float,
     seed: int,
 ) -> None:
-    """For every placement, with and without GQA: decoding the last ``new`` tokens
+    """For every placement and spec (layout, base, attention factor where the placement
+    rotates q or k), with and without GQA: decoding the last ``new`` tokens
     (``new = 1``: one decode step) gives the last rows of full causal attention."""
     new = min(new, seq)
     q, k, v = cache(*heads, seq, seed=seed)
-    full = attention(q, k, v, rope=rope, layout=layout, positions=torch.arange(seq) + shift)
+    scales_logits = rope != "nope" and bool(set(rope) & {"q", "k"})
+    spec = Rope(D, base, layout, attention_factor=factor if scales_logits else 1.0)
+    full = attention(q, k, v, placement=rope, rope=spec, positions=torch.arange(seq) + shift)
     explicit = attention(
         q[:, :, -new:],
         k,
         v,
-        rope=rope,
-        layout=layout,
+        placement=rope,
+        rope=spec,
         q_positions=torch.arange(seq - new, seq) + shift,
         k_positions=torch.arange(seq) + shift,
     )
     torch.testing.assert_close(explicit, full[:, :, -new:], rtol=1e-10, atol=1e-10)
     if shift == 0:  # default positions: the queries sit at the end of the keys
-        default = attention(q[:, :, -new:], k, v, rope=rope, layout=layout)
+        default = attention(q[:, :, -new:], k, v, placement=rope, rope=spec)
         torch.testing.assert_close(default, full[:, :, -new:], rtol=1e-10, atol=1e-10)
 
 
@@ -77,14 +84,14 @@ def test_the_last_queries_against_a_cache_equal_the_last_rows_of_full_attention(
 def test_a_decode_step_at_position_1000(rope: Placement, heads: tuple[int, int]) -> None:
     """T_q = 1 at position 1000 against a cache of 1001 keys: the last row of full attention."""
     q, k, v = cache(*heads, 1001, seed=3)
-    full = attention(q, k, v, rope=rope)
-    step = attention(q[:, :, -1:], k, v, rope=rope)
+    full = attention(q, k, v, placement=rope)
+    step = attention(q[:, :, -1:], k, v, placement=rope)
     torch.testing.assert_close(step, full[:, :, -1:], rtol=1e-10, atol=1e-10)
     placed = attention(
         q[:, :, -1:],
         k,
         v,
-        rope=rope,
+        placement=rope,
         q_positions=torch.tensor([1000]),
         k_positions=torch.arange(1001),
     )
@@ -110,19 +117,19 @@ def test_gqa_equals_repeated_key_and_value_heads(
         q,
         k.repeat_interleave(3, 1),
         v.repeat_interleave(3, 1),
-        rope=rope,
+        placement=rope,
         causal=causal,
         q_positions=q_positions,
         k_positions=k_positions,
     )
     grouped = attention(
-        q, k, v, rope=rope, causal=causal, q_positions=q_positions, k_positions=k_positions
+        q, k, v, placement=rope, causal=causal, q_positions=q_positions, k_positions=k_positions
     )
     explicit, weights = attention(
         q,
         k,
         v,
-        rope=rope,
+        placement=rope,
         causal=causal,
         q_positions=q_positions,
         k_positions=k_positions,
@@ -137,9 +144,9 @@ def test_gqa_equals_repeated_key_and_value_heads(
 def test_gqa_without_sdpas_enable_gqa_repeats_the_heads(monkeypatch: pytest.MonkeyPatch) -> None:
     """torch < 2.5 has no ``enable_gqa``: the fallback repeats heads, with the same result."""
     q, k, v = cache(4, 2, 6, seed=5)
-    native = attention(q[:, :, -2:], k, v, rope="qkvo")
+    native = attention(q[:, :, -2:], k, v, placement="qkvo")
     monkeypatch.setattr(attention_module, "_SDPA_HAS_GQA", False)
-    fallback = attention(q[:, :, -2:], k, v, rope="qkvo")
+    fallback = attention(q[:, :, -2:], k, v, placement="qkvo")
     torch.testing.assert_close(fallback, native, rtol=1e-12, atol=1e-12)
 
 
@@ -161,7 +168,7 @@ def test_explicit_positions_mask_by_position() -> None:
         q[:, :, :3],
         k,
         v,
-        rope="qk",
+        placement="qk",
         q_positions=q_positions,
         k_positions=k_positions,
         return_weights=True,
@@ -169,7 +176,7 @@ def test_explicit_positions_mask_by_position() -> None:
     expected = k_positions[:, None, None, :] <= q_positions[:, None, :, None]  # (B, 1, 3, 6)
     assert torch.equal(weights > 0, expected.expand_as(weights))
     fused = attention(
-        q[:, :, :3], k, v, rope="qk", q_positions=q_positions, k_positions=k_positions
+        q[:, :, :3], k, v, placement="qk", q_positions=q_positions, k_positions=k_positions
     )
     torch.testing.assert_close(fused, out, rtol=1e-10, atol=1e-10)
 
@@ -182,7 +189,7 @@ def test_outputs_turn_back_by_the_query_position_and_values_by_the_key_position(
         q[:, :, -1:],
         k,
         v,
-        rope="vo",
+        placement="vo",
         q_positions=torch.tensor([m]),
         k_positions=keys,
         return_weights=True,
@@ -198,11 +205,13 @@ def test_rotate_inputs_and_output_rebuild_a_decode_step() -> None:
     """The placements stay apart from the kernel with queries and keys of their own positions."""
     q, k, v = cache(4, 2, 6, seed=9)
     q_new = q[:, :, -1:]
-    rq, rk, rv = rotate_inputs(q_new, k, v, rope="qkvo", q_positions=torch.tensor([5]))
+    rq, rk, rv = rotate_inputs(q_new, k, v, placement="qkvo", q_positions=torch.tensor([5]))
     rk, rv = rk.repeat_interleave(2, 1), rv.repeat_interleave(2, 1)
     read = torch.nn.functional.scaled_dot_product_attention(rq, rk, rv)
-    out = rotate_output(read, rope="qkvo", positions=torch.tensor([5]))
-    torch.testing.assert_close(out, attention(q_new, k, v, rope="qkvo"), rtol=1e-10, atol=1e-10)
+    out = rotate_output(read, placement="qkvo", positions=torch.tensor([5]))
+    torch.testing.assert_close(
+        out, attention(q_new, k, v, placement="qkvo"), rtol=1e-10, atol=1e-10
+    )
 
 
 class AttentionInput(TypedDict, total=False):

@@ -14,6 +14,7 @@ from rope_lessons.benchmark import (
     HF,
     LOOP,
     REFERENCE,
+    Timing,
     format_timings,
     hf_apply_rotary,
     hf_cos_sin,
@@ -68,6 +69,21 @@ def test_benchmark_times_every_form_at_every_length() -> None:
         assert 0 < low <= mid <= high and 0 < t.seconds[0] <= t.seconds[1] <= t.seconds[2]
     table = format_timings(timings)
     assert table.count(REFERENCE) == 2 and LOOP in table
+    assert table.splitlines()[0].split()[-3:] == ["copy", "x", "HF"]
+
+
+def test_table_ratios_to_copy_and_hf_are_medians_of_same_repeat_ratios() -> None:
+    """The copy and HF columns divide within each repeat, then take the median."""
+    timings = [
+        Timing(REFERENCE, 4, (2.0, 4.0, 9.0), (1.0, 1.0, 1.0)),
+        Timing(HF, 4, (4.0, 2.0, 3.0), (0.33, 0.5, 2.0)),
+        Timing(COPY, 4, (1.0, 1.0, 1.0), (0.11, 0.25, 0.5)),
+    ]
+    assert timings[0].median_ratio(timings[1]) == 2.0  # 0.5, 2, 3
+    assert timings[0].seconds == (2.0, 4.0, 9.0)
+    row = format_timings(timings).splitlines()[1].split()
+    assert row[-2:] == ["4.00", "2.00"]  # x copy: 2, 4, 9; x HF: 0.5, 2, 3
+    assert format_timings(timings[:2]).splitlines()[1].split()[-2:] == ["nan", "2.00"]
 
 
 def test_benchmark_refuses_a_form_that_computes_something_else(

@@ -172,8 +172,8 @@ def test_every_integer_dtype_gives_the_int64_result(dtype: torch.dtype) -> None:
         score_at_distance(q, k, d.to(dtype)), score_at_distance(q, k, d), rtol=0, atol=0
     )
     for rope in PLACEMENTS:  # "o" negates the positions: that must not wrap around
-        wide = attention(x, x, x, rope=rope, positions=positions)
-        torch.testing.assert_close(attention(x, x, x, rope=rope, positions=narrow), wide)
+        wide = attention(x, x, x, placement=rope, positions=positions)
+        torch.testing.assert_close(attention(x, x, x, placement=rope, positions=narrow), wide)
 
 
 def test_bool_positions_are_refused_everywhere() -> None:
@@ -210,21 +210,21 @@ def test_rotate_refuses_an_unknown_layout_and_base_must_exceed_one() -> None:
 @pytest.mark.parametrize("rope", PLACEMENTS)
 def test_rotate_inputs_and_output_rebuild_attention(rope: Placement) -> None:
     q, k, v = random_features(3, 2, 2, 7, 8, seed=9)
-    q2, k2, v2 = rotate_inputs(q, k, v, rope=rope)
+    q2, k2, v2 = rotate_inputs(q, k, v, placement=rope)
     weights = (
         (q2 @ k2.transpose(-2, -1) / math.sqrt(8))
         .masked_fill(torch.ones(7, 7, dtype=torch.bool).triu(1), float("-inf"))
         .softmax(-1)
     )
     # A kernel of our own (plain matrix products) between the shared rotations:
-    out = rotate_output(weights @ v2, rope=rope)
-    torch.testing.assert_close(out, attention(q, k, v, rope=rope), rtol=1e-9, atol=1e-9)
+    out = rotate_output(weights @ v2, placement=rope)
+    torch.testing.assert_close(out, attention(q, k, v, placement=rope), rtol=1e-9, atol=1e-9)
 
 
 def test_vo_placement_is_the_relative_sum() -> None:
     """o_m = sum_n a_mn R_{n-m} v_n, with a from the unrotated q, k."""
     q, k, v = random_features(3, 1, 1, 6, 4, seed=11)
-    out, weights = attention(q, k, v, rope="vo", return_weights=True)
+    out, weights = attention(q, k, v, placement="vo", return_weights=True)
     expected = torch.zeros_like(out)
     for m in range(6):
         for n in range(6):
@@ -257,7 +257,7 @@ def test_layer_qkv_rebuilds_each_layers_attention() -> None:
     layers = model.layer_qkv(tokens)
     assert len(layers) == 2 and layers[0].q.shape == (3, 2, 9, 16)
     for layer, weights in zip(layers, maps, strict=True):
-        q, k, _ = rotate_inputs(*layer, rope="qkvo")
+        q, k, _ = rotate_inputs(*layer, placement="qkvo")
         scores = q @ k.transpose(-2, -1) / 4.0
         scores = scores.masked_fill(torch.ones(9, 9, dtype=torch.bool).triu(1), float("-inf"))
         torch.testing.assert_close(scores.softmax(-1), weights, rtol=1e-5, atol=1e-6)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import cmath
 import math
 
+import numpy as np
 import pytest
 import torch
 from helpers import random_features
@@ -13,16 +14,24 @@ from hypothesis import strategies as st
 
 from rope_lessons.attention import attention
 from rope_lessons.decay import (
+    MAX_DISTANCE,
+    SUMMARY_NAMES,
     abel_bound,
     attention_by_distance,
+    decay_numbers,
+    decay_run,
+    decay_summary,
     distance_profile,
+    expected_score_terms,
+    flatten_summary,
     monte_carlo_score,
     near_minus_far,
     peaked_key,
     roformer_bound,
+    summary_from_numbers,
 )
 from rope_lessons.model import ModelConfig, TinyTransformer
-from rope_lessons.rope import Layout, frequencies, read_pairs, score_at_distance
+from rope_lessons.rope import Layout, Rope, frequencies, read_pairs, score_at_distance
 
 dims = st.integers(1, 32).map(lambda half: 2 * half)
 bases = st.sampled_from([10.0, 100.0, 10_000.0, 500_000.0])
@@ -76,7 +85,7 @@ def test_abel_bound_bounds_the_score(d: int, base: float, layout: Layout, seed: 
     q, k = random_features(2, 4, d, seed=seed)
     distances = torch.tensor([0, 1, 2, 10, 100, 1000, 12345, 10**5])
     score = score_at_distance(q, k, distances, base=base, layout=layout)
-    bound = abel_bound(q, k, distances, base=base, layout=layout)
+    bound = abel_bound(q, k, distances, rope=Rope(d, base, layout))
     assert bound.shape == score.shape == (4, 8)
     assert bool((score.abs() <= bound * (1 + 1e-12)).all())
 
@@ -113,7 +122,7 @@ def test_peaked_key_peaks_where_asked(
         slowest = [d - 2, d - 1] if layout == "interleaved" else [d // 2 - 1, d - 1]
         q = torch.zeros(d, dtype=torch.float64)
         q[slowest] = torch.tensor([0.3, -1.7], dtype=torch.float64)
-    k = peaked_key(q, r, layout=layout)
+    k = peaked_key(q, r, rope=Rope(d, layout=layout))
     assert k.shape == q.shape and k.dtype == q.dtype
     assert k.norm().item() == pytest.approx(q.norm().item(), rel=1e-12)
     scores = score_at_distance(q, k, ALL_DISTANCES, layout=layout)
@@ -125,7 +134,7 @@ def test_peaked_key_peaks_where_asked(
 
 def test_peaked_key_handles_a_batch_of_queries() -> None:
     q = random_features(3, 2, 16, seed=1)
-    keys = peaked_key(q, 40, base=500.0)
+    keys = peaked_key(q, 40, rope=Rope(16, 500.0))
     scores = score_at_distance(q, keys, torch.arange(2000), base=500.0)
     assert (scores.argmax(-1) == 40).all()
 
@@ -138,10 +147,11 @@ def test_attention_by_distance_is_a_row_of_causal_attention(
     d: int, context: int, layout: Layout, seed: int
 ) -> None:
     q, k = random_features(2, d, seed=seed) * 3
-    weights = attention_by_distance(q, k, context, layout=layout)
+    rope = Rope(d, layout=layout)
+    weights = attention_by_distance(q, k, context, rope=rope)
     queries = q.expand(1, 1, context, d)
     keys = k.expand(1, 1, context, d)
-    _, full = attention(queries, keys, keys, layout=layout, return_weights=True)
+    _, full = attention(queries, keys, keys, rope=rope, return_weights=True)
     last_row = full[0, 0, -1]  # key n at distance context - 1 - n
     torch.testing.assert_close(weights, last_row.flip(-1), rtol=1e-10, atol=1e-12)
 
@@ -170,7 +180,13 @@ def test_monte_carlo_correlated_mean_is_c_times_the_trace(
     d = 32
     distances = torch.tensor([0, 3, 50, 700])
     result = monte_carlo_score(
-        d, distances, samples=4096, correlation=correlation, seed=1, layout=layout, chunk=1000
+        d,
+        distances,
+        samples=4096,
+        correlation=correlation,
+        seed=1,
+        rope=Rope(d, layout=layout),
+        chunk=1000,
     )
     angles = distances[:, None].double() * frequencies(d)
     trace = 2 * angles.cos().sum(-1)
@@ -246,7 +262,131 @@ def test_near_minus_far() -> None:
     assert near_minus_far(curve, (0, 1), (3, 4)).tolist() == [3.0]
 
 
+def test_distance_profile_leaves_the_model_in_its_mode() -> None:
+    model = small_model()
+    tokens = torch.randint(0, 11, (2, 16), generator=torch.Generator().manual_seed(1))
+    model.train()
+    distance_profile(model, tokens)
+    assert model.training
+    model.eval()
+    distance_profile(model, tokens)
+    assert not model.training
+
+
+def test_logit_terms_add_up_to_the_logit() -> None:
+    model = small_model()
+    tokens = torch.randint(0, 11, (2, 16), generator=torch.Generator().manual_seed(1))
+    profile = distance_profile(model, tokens)
+    terms = profile.logit_terms()
+    torch.testing.assert_close(terms.mean, profile.mean_vector_logit())
+    torch.testing.assert_close(terms.total, profile.logit)
+
+
+def test_decay_summary_by_hand() -> None:
+    model = small_model()
+    tokens = torch.randint(0, 11, (3, 20), generator=torch.Generator().manual_seed(0))
+    profile = distance_profile(model, tokens, max_distance=8)
+    summary = decay_summary(profile, near=(1, 2), far=(5, 8))
+    assert tuple(summary) == SUMMARY_NAMES
+    assert all(values.shape == (2, 2) for values in summary.values())
+    logit = profile.logit[..., 1:3].mean(-1) - profile.logit[..., 5:9].mean(-1)
+    torch.testing.assert_close(summary["logit"], logit)
+    torch.testing.assert_close(summary["mean_vector"] + summary["covariance"], summary["logit"])
+    ratio = profile.weight[..., 1:3].mean(-1) / profile.weight[..., 5:9].mean(-1)
+    torch.testing.assert_close(summary["log_weight_ratio"], ratio.log())
+    default = decay_summary(profile)  # near 1..4, far 4..8
+    torch.testing.assert_close(default["content"], near_minus_far(profile.content, (1, 4), (4, 8)))
+
+
+def test_decay_numbers_round_trip() -> None:
+    """decay_numbers of the chapter's (untrained) model reads back as decay_summary."""
+    run = decay_run(steps=1)
+    torch.manual_seed(0)
+    model = run.model.build()
+    numbers = decay_numbers(model, run, torch.device("cpu"))
+    assert len(numbers) == len(SUMMARY_NAMES) * 2 * 4
+    assert all(isinstance(value, float) for value in numbers.values())
+    back = summary_from_numbers(numbers)
+    assert tuple(back) == SUMMARY_NAMES
+    assert flatten_summary(back) == numbers
+    assert back["logit"].shape == (2, 4)
+    with pytest.raises(ValueError, match="unknown"):
+        summary_from_numbers({**numbers, "layer 0 head 0: extra": 1.0})
+    with pytest.raises(ValueError, match="missing"):
+        summary_from_numbers({k: v for k, v in numbers.items() if not k.endswith("covariance")})
+    with pytest.raises(ValueError, match="not decay_numbers"):
+        summary_from_numbers({"loss": 1.0})
+
+
+# ---------------------------------------------------------------- mean and covariance terms
+
+
+def rotation_entries(rope: Rope, r: int) -> torch.Tensor:
+    """(R_{-r})_{ij} built from rotated basis vectors: row i of rope.apply(I, r) is R_r e_i."""
+    eye = torch.eye(rope.dim, dtype=torch.float64)
+    return rope.apply(eye[:, None, :], torch.tensor([r]))[:, 0, :]  # [i, j] = (R_r)_{ji}
+
+
+@given(d=st.integers(1, 8).map(lambda half: 2 * half), layout=layouts, seed=seeds)
+def test_expected_score_is_mean_term_plus_covariance_term(
+    d: int, layout: Layout, seed: int
+) -> None:
+    """q = mu_q + A g, k = mu_k + B g: E[q^T R_{-r} k] = sum_ij (C + mu_q mu_k^T)_ij (R_{-r})_ij."""
+    generator = torch.Generator().manual_seed(seed)
+    mu_q, mu_k = torch.randn(2, d, generator=generator, dtype=torch.float64)
+    a, b = torch.randn(2, d, d, generator=generator, dtype=torch.float64)
+    cross = a @ b.T  # Cov(q_i, k_j) = sum_l A_il B_jl
+    rope = Rope(d, layout=layout)
+    distances = torch.tensor([0, 1, 7, 100, 12_345])
+    terms = expected_score_terms(mu_q, mu_k, cross, distances, rope=rope)
+    second_moment = cross + torch.outer(mu_q, mu_k)
+    for i, r in enumerate(distances.tolist()):
+        entries = rotation_entries(rope, r)
+        assert terms.total[i].item() == pytest.approx(
+            float((second_moment * entries).sum()), abs=1e-9
+        )
+        assert terms.mean[i].item() == pytest.approx(float(mu_q @ entries @ mu_k), abs=1e-9)
+    # independent q and k (C = 0) that are not centred: only the mean term, not zero
+    independent = expected_score_terms(mu_q, mu_k, torch.zeros(d, d), distances, rope=rope)
+    assert bool((independent.covariance == 0).all())
+    torch.testing.assert_close(independent.total, rope.score_at_distance(mu_q, mu_k, distances))
+
+
+def test_expected_score_terms_against_monte_carlo() -> None:
+    generator = torch.Generator().manual_seed(0)
+    d, n = 8, 200_000
+    mu_q, mu_k = torch.randn(2, d, generator=generator, dtype=torch.float64)
+    a, b = torch.randn(2, d, d, generator=generator, dtype=torch.float64) / 2
+    g = torch.randn(n, d, generator=generator, dtype=torch.float64)
+    q, k = mu_q + g @ a.T, mu_k + g @ b.T
+    distances = torch.arange(0, 40, 3)
+    scores = score_at_distance(q, k, distances)  # (n, R)
+    terms = expected_score_terms(mu_q, mu_k, a @ b.T, distances)
+    z = (scores.mean(0) - terms.total) / (scores.std(0) / math.sqrt(n))
+    assert bool((z.abs() < 5).all())
+
+
 # ---------------------------------------------------------------- bad input
+
+
+def test_chapter_4_edge_cases() -> None:
+    """abel_bound on low precision and mismatched d, distances too far, numpy integers."""
+    generator = torch.Generator().manual_seed(0)
+    q, k = torch.randn(2, 16, generator=generator)
+    distances = torch.tensor([0, 5, 1000])
+    low = abel_bound(q.bfloat16(), k.bfloat16(), distances)
+    exact = abel_bound(q.bfloat16().double(), k.bfloat16().double(), distances)
+    torch.testing.assert_close(low, exact)
+    assert low.dtype == torch.float64
+    with pytest.raises(ValueError, match="same last dimension, got 16 and 8"):
+        abel_bound(q, k[:8], distances)
+    with pytest.raises(ValueError, match="1e\\+09"):
+        roformer_bound(torch.tensor([10**15]), 16)
+    assert roformer_bound(torch.tensor([MAX_DISTANCE]), 16).isfinite().all()
+    torch.testing.assert_close(peaked_key(q, np.int64(7)), peaked_key(q, 7))
+    torch.testing.assert_close(peaked_key(q, torch.tensor(7)), peaked_key(q, 7))
+    with pytest.raises(ValueError, match="cross_covariance"):
+        expected_score_terms(q, k, torch.zeros(8, 8), distances)
 
 
 def test_bad_input_is_refused() -> None:
@@ -273,8 +413,8 @@ def test_bad_input_is_refused() -> None:
         peaked_key(torch.ones(7), 3)
     with pytest.raises(TypeError, match="q"):
         peaked_key(torch.ones(8, dtype=torch.long), 3)
-    with pytest.raises(ValueError, match="layout"):
-        peaked_key(q, 3, layout="diagonal")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="build Rope\\(8"):
+        peaked_key(q, 3, rope=Rope(16))
     with pytest.raises(ValueError, match="correlation"):
         monte_carlo_score(8, torch.arange(3), correlation=1.5)
     with pytest.raises(ValueError, match="samples"):

@@ -30,7 +30,7 @@ from rope_lessons.extension import (
     yarn_attention_factor,
 )
 from rope_lessons.model import ModelConfig, TinyTransformer
-from rope_lessons.rope import Rope, frequencies
+from rope_lessons.rope import Layout, Rope, apply_rope, frequencies
 from rope_lessons.synthetic import batch_sampler
 from rope_lessons.training import evaluate, fixed_batches
 
@@ -80,10 +80,12 @@ def hugging_face(
 @pytest.mark.parametrize("method", ["linear", "yarn", "llama3"])
 @pytest.mark.parametrize(("d", "length", "factor", "extra"), HF_CASES)
 def test_matches_hugging_face(
-    method: Method, d: int, length: int, factor: float, extra: dict[str, float]
+    method: Method, d: int, length: int, factor: float, extra: dict[str, Any]
 ) -> None:
     theirs, their_scale = hugging_face(method, d, length, factor, extra)
-    ours, our_scale = scaled_frequencies(d, method, factor=factor, original_length=length, **extra)
+    spec = scaled_frequencies(d, method, factor=factor, original_length=length, **extra)
+    ours, our_scale = spec.theta, spec.attention_factor
+    assert spec.dim == d and spec.layout == "interleaved"
     assert ours.shape == (d // 2,) and ours.dtype == torch.float64
     # transformers works in float32: agreement to float32 rounding, relative
     torch.testing.assert_close(ours, theirs, rtol=1e-6, atol=0.0)
@@ -93,15 +95,15 @@ def test_matches_hugging_face(
 def test_hugging_face_differs_when_we_change_a_parameter() -> None:
     """The comparison can fail: another beta_fast gives other YaRN frequencies."""
     theirs, _ = hugging_face("yarn", 128, 4096, 16.0, {})
-    ours, _ = scaled_frequencies(128, "yarn", factor=16.0, original_length=4096, beta_fast=16.0)
-    assert not torch.allclose(ours, theirs, rtol=1e-6, atol=0.0)
+    ours = scaled_frequencies(128, "yarn", factor=16.0, original_length=4096, beta_fast=16.0)
+    assert not torch.allclose(ours.theta, theirs, rtol=1e-6, atol=0.0)
 
 
 def test_ntk_is_a_new_base() -> None:
     d, factor = 64, 8.0
-    theta, scale = scaled_frequencies(d, "ntk", factor=factor, original_length=64)
-    plain = frequencies(d)
-    assert scale == 1.0
+    spec = scaled_frequencies(d, "ntk", factor=factor, original_length=64)
+    theta, plain = spec.theta, frequencies(d)
+    assert spec.attention_factor == 1.0
     assert theta[0] == plain[0] == 1.0  # the fastest pair is untouched
     torch.testing.assert_close(theta[-1], plain[-1] / factor)  # the slowest divided by s
     torch.testing.assert_close(theta, frequencies(d, 10000.0 * factor ** (d / (d - 2))))
@@ -118,26 +120,46 @@ def test_every_pair_lies_between_plain_and_interpolated(
     half: int, length: int, factor: float, method: Method
 ) -> None:
     d = 2 * half
-    theta, scale = scaled_frequencies(d, method, factor=factor, original_length=length)
-    ratio = theta / frequencies(d)
+    spec = scaled_frequencies(d, method, factor=factor, original_length=length)
+    ratio = spec.theta / frequencies(d)
     assert bool((ratio <= 1.0 + 1e-12).all()) and bool((ratio >= 1.0 / factor - 1e-12).all())
     # the slower the pair, the more it is interpolated
     assert bool((ratio[1:] <= ratio[:-1] + 1e-12).all())
-    assert scale >= 1.0
+    assert spec.attention_factor >= 1.0
 
 
 @pytest.mark.parametrize("method", METHODS)
 def test_factor_one_is_plain_rope(method: Method) -> None:
-    theta, scale = scaled_frequencies(64, method, factor=1.0, original_length=128)
-    torch.testing.assert_close(theta, frequencies(64))
-    assert scale == 1.0
+    spec = scaled_frequencies(64, method, factor=1.0, original_length=128)
+    torch.testing.assert_close(spec.theta, frequencies(64))
+    assert spec == Rope(64)  # the same frequencies, layout and attention factor 1
 
 
 def test_yarn_attention_factor() -> None:
     assert yarn_attention_factor(1.0) == 1.0
     assert yarn_attention_factor(math.e) == pytest.approx(1.1)
-    _, scale = scaled_frequencies(32, "yarn", factor=8.0, original_length=64)
-    assert scale == pytest.approx(0.1 * math.log(8.0) + 1.0)
+    spec = scaled_frequencies(32, "yarn", factor=8.0, original_length=64)
+    assert spec.attention_factor == pytest.approx(0.1 * math.log(8.0) + 1.0)
+    for method in ("linear", "ntk", "llama3"):
+        other = scaled_frequencies(32, method, factor=8.0, original_length=64)
+        assert other.attention_factor == 1.0
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_the_spec_goes_straight_to_attention_and_apply(method: Method, layout: Layout) -> None:
+    """scaled_frequencies' spec is what attention and Rope.apply take: its frequencies
+    turn the vectors, its attention factor scales the rotated queries and keys."""
+    spec = scaled_frequencies(16, method, factor=4.0, original_length=16, layout=layout)
+    assert spec.layout == layout
+    q, k, v = torch.randn(3, 1, 2, 10, 16, dtype=torch.float64)
+    rotated = apply_rope(q, layout=layout, theta=spec.theta)
+    torch.testing.assert_close(spec.apply(q), rotated, rtol=0, atol=0)
+    a = spec.attention_factor
+    _, weights = attention(q, k, v, rope=spec, return_weights=True)
+    plain = Rope.from_theta(spec.theta, layout)
+    _, expected = attention(q * a, k * a, v, rope=plain, return_weights=True)
+    torch.testing.assert_close(weights, expected)
 
 
 @pytest.mark.parametrize(
@@ -224,11 +246,12 @@ def small_model(seed: int = 0) -> TinyTransformer:
 def test_extended_attention_factor_scales_queries_and_keys() -> None:
     model = small_model()
     tokens = torch.randint(0, 11, (2, 20))
-    theta, factor = scaled_frequencies(16, "yarn", factor=8.0, original_length=8)
-    wider = extended(model, theta, attention_factor=factor, log_scale_from=8)
+    spec = scaled_frequencies(16, "yarn", factor=8.0, original_length=8)
+    wider = extended(model, spec, log_scale_from=8)
     q, k, v = model.layer_qkv(tokens)[0]
-    scale = log_length_scale(20, 8).float()[:, None] * factor
-    _, expected = attention(q * scale, k * factor, v, theta=theta, return_weights=True)
+    scale = log_length_scale(20, 8).float()[:, None]
+    # the spec's attention factor: as attention applies it, on the rotated q and k
+    _, expected = attention(q * scale, k, v, rope=spec, return_weights=True)
     _, maps = wider.attention_maps(tokens)
     torch.testing.assert_close(maps[0], expected)
     # and the original model is untouched: its own map differs
@@ -248,6 +271,16 @@ def test_extended_refuses_models_without_rope() -> None:
         extended(model)
     with pytest.raises(ValueError, match="log_scale_from"):
         extended(small_model(), log_scale_from=1)
+
+
+def test_extended_refuses_a_spec_that_does_not_fit_the_model() -> None:
+    model = small_model()  # head dimension 16, interleaved
+    with pytest.raises(TypeError, match="Rope spec"):
+        extended(model, frequencies(16))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="build Rope\\(16"):
+        extended(model, Rope(32))
+    with pytest.raises(ValueError, match="layout is 'half' and the model's 'interleaved'"):
+        extended(model, Rope(16, layout="half"))
 
 
 def test_token_losses_average_to_evaluate() -> None:
@@ -278,10 +311,10 @@ def test_fine_tune_changes_weights_and_keeps_frequencies() -> None:
     model = TinyTransformer(
         ModelConfig(vocab_size=corpus.vocab_size, dim=32, n_heads=2, n_layers=1)
     )
-    theta, _ = scaled_frequencies(16, "linear", factor=2.0, original_length=8)
-    wider = extended(model, theta)
+    spec = scaled_frequencies(16, "linear", factor=2.0, original_length=8)
+    wider = extended(model, spec)
     before = wider.head.weight.clone()
     fine_tune(wider, corpus, length=16, steps=3, batch_size=2, lr=1e-3, seed=0)
     assert not torch.equal(before, wider.head.weight)
-    assert wider.config.rope == Rope.from_theta(theta)
+    assert wider.config.rope == spec
     assert not wider.training

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from rope_lessons.attention import PLACEMENTS, Placement
-from rope_lessons.model import POSITION_KINDS, ModelConfig, PositionKind, TinyTransformer
+from rope_lessons.model import POSITION_KINDS, Block, ModelConfig, PositionKind, TinyTransformer
 from rope_lessons.rope import Rope
 from rope_lessons.runtime import seed_everything
 from rope_lessons.synthetic import WhichFirst, batch_sampler
@@ -62,7 +62,7 @@ def test_tokens_must_be_integer_batches() -> None:
         ({"dim": 30, "n_heads": 4}, ValueError, "dim / n_heads must be an even"),
         ({"dim": 12, "n_heads": 4}, ValueError, "dim / n_heads must be an even"),
         ({"position": "alibi"}, ValueError, "position must be one of"),
-        ({"placement": "kv"}, ValueError, "must be one of"),
+        ({"placement": "kv"}, ValueError, "placement must be one of"),
         ({"rope": "qk"}, TypeError, "placement="),
         ({"rope": 10000.0}, TypeError, "Rope spec"),
         ({"vocab_size": 0}, ValueError, "vocab_size"),
@@ -113,3 +113,23 @@ def test_config_description_is_json_and_names_the_frequencies() -> None:
     custom = ModelConfig(vocab_size=5, dim=16, n_heads=2, rope=Rope.from_theta(spec.theta))
     assert custom.describe()["rope"]["base"] is None
     assert custom == ModelConfig(vocab_size=5, dim=16, n_heads=2, rope=spec)  # same frequencies
+
+
+def test_the_specs_attention_factor_reaches_the_model() -> None:
+    # YaRN trained from scratch keeps its factor a: with RoPE on q and k, the model
+    # equals the same weights with W_q and W_k scaled by a (the rotation is linear)
+    torch.manual_seed(0)
+    spec = Rope(8, base=100.0)
+    scaled_spec = Rope.from_theta(spec.theta, attention_factor=1.3)
+    plain = TinyTransformer(ModelConfig(vocab_size=7, dim=16, n_heads=2, rope=spec))
+    scaled = TinyTransformer(ModelConfig(vocab_size=7, dim=16, n_heads=2, rope=scaled_spec))
+    scaled.load_state_dict(plain.state_dict())
+    with torch.no_grad():
+        for block in plain.blocks:
+            assert isinstance(block, Block)
+            block.attn.qkv.weight[: 2 * 16] *= 1.3  # rows of W_q and W_k
+    tokens = torch.randint(0, 7, (2, 9))
+    torch.testing.assert_close(scaled(tokens), plain(tokens), rtol=1e-5, atol=1e-5)
+    unscaled = TinyTransformer(ModelConfig(vocab_size=7, dim=16, n_heads=2, rope=spec))
+    unscaled.load_state_dict(scaled.state_dict())
+    assert (unscaled(tokens) - scaled(tokens)).abs().max() > 1e-3  # the factor is not ignored

@@ -40,9 +40,9 @@ def test_attention_without_positions_is_equivariant_in_the_queries(seq_len: int,
     """attention(Pq, Pk, Pv) = P attention(q, k, v) for bidirectional NoPE."""
     q, k, v = random_features(3, 1, 2, seq_len, 8, seed=seed)
     perm = random_permutation(seq_len, seed)
-    out = attention(q, k, v, rope="nope", causal=False)
+    out = attention(q, k, v, placement="nope", causal=False)
     permuted_in = attention(
-        *(permute_sequence(t, perm) for t in (q, k, v)), rope="nope", causal=False
+        *(permute_sequence(t, perm) for t in (q, k, v)), placement="nope", causal=False
     )
     torch.testing.assert_close(permuted_in, permute_sequence(out, perm), rtol=0, atol=1e-12)
 
@@ -54,9 +54,9 @@ def test_attention_without_positions_ignores_the_order_of_keys_and_values(
     """attention(q, Pk, Pv) = attention(q, k, v): the keys and values form a set."""
     q, k, v = random_features(3, 1, 2, seq_len, 8, seed=seed)
     perm = random_permutation(seq_len, seed)
-    out = attention(q, k, v, rope="nope", causal=False)
+    out = attention(q, k, v, placement="nope", causal=False)
     shuffled = attention(
-        q, permute_sequence(k, perm), permute_sequence(v, perm), rope="nope", causal=False
+        q, permute_sequence(k, perm), permute_sequence(v, perm), placement="nope", causal=False
     )
     torch.testing.assert_close(shuffled, out, rtol=0, atol=1e-12)
 
@@ -64,9 +64,9 @@ def test_attention_without_positions_ignores_the_order_of_keys_and_values(
 def test_the_causal_mask_breaks_the_symmetry() -> None:
     q, k, v = random_features(3, 1, 1, 6, 8, seed=1)
     perm = torch.tensor([5, 4, 3, 2, 1, 0])
-    out = attention(q, k, v, rope="nope", causal=True)
+    out = attention(q, k, v, placement="nope", causal=True)
     permuted_in = attention(
-        *(permute_sequence(t, perm) for t in (q, k, v)), rope="nope", causal=True
+        *(permute_sequence(t, perm) for t in (q, k, v)), placement="nope", causal=True
     )
     assert (permuted_in - permute_sequence(out, perm)).abs().max() > 1e-3
 
@@ -88,10 +88,10 @@ def test_the_same_token_at_two_positions_gets_the_identical_output() -> None:
     w_q, w_k, w_v = random_features(3, 16, 16, seed=4)
     x = embeddings[torch.tensor([0, 1, 2, 3, 1])]  # "the dog chased another dog"
     q, k, v = (x @ w for w in (w_q, w_k, w_v))
-    out = attention(q[None, None], k[None, None], v[None, None], rope="nope", causal=False)
+    out = attention(q[None, None], k[None, None], v[None, None], placement="nope", causal=False)
     # Identical in exact arithmetic; the kernels may round the two rows differently.
     torch.testing.assert_close(out[0, 0, 1], out[0, 0, 4], rtol=0, atol=1e-12)
-    causal = attention(q[None, None], k[None, None], v[None, None], rope="nope", causal=True)
+    causal = attention(q[None, None], k[None, None], v[None, None], placement="nope", causal=True)
     assert (causal[0, 0, 1] - causal[0, 0, 4]).abs().max() > 1e-3
 
 
@@ -99,14 +99,14 @@ def test_the_same_token_at_two_positions_gets_the_identical_output() -> None:
 def test_uniform_causal_attention_is_attention_with_zero_queries(seq_len: int, seed: int) -> None:
     _, k, v = random_features(3, 2, 1, seq_len, 4, seed=seed)
     zeros = torch.zeros_like(k)
-    expected = attention(zeros, k, v, rope="nope", causal=True)
+    expected = attention(zeros, k, v, placement="nope", causal=True)
     torch.testing.assert_close(uniform_causal_attention(v), expected, rtol=1e-12, atol=1e-12)
 
 
 def test_uniform_causal_weight_on_the_first_token_is_one_over_m_plus_one() -> None:
     seq_len = 2000
     zeros = torch.zeros(1, 1, seq_len, 2, dtype=torch.float64)
-    _, weights = attention(zeros, zeros, zeros, rope="nope", causal=True, return_weights=True)
+    _, weights = attention(zeros, zeros, zeros, placement="nope", causal=True, return_weights=True)
     first = weights[0, 0, :, 0]  # (T,)
     m = torch.arange(seq_len, dtype=torch.float64)
     torch.testing.assert_close(first, 1.0 / (m + 1), rtol=1e-12, atol=0)

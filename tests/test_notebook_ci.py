@@ -13,8 +13,10 @@ import pytest
 from jupyter_cache import get_cache
 from notebook_ci import (
     DEFAULT_BUDGET_SECONDS,
+    EXPERIMENT_BUDGET_SECONDS,
     EXPERIMENT_NOTEBOOKS,
     MARGIN,
+    REAL_MODEL_NOTEBOOKS,
     RUN_KEY,
     NotebookRun,
     NotebookTimer,
@@ -27,6 +29,14 @@ def test_at_most_three_experiment_notebooks_get_the_longer_budget() -> None:
     assert len(EXPERIMENT_NOTEBOOKS) <= 3
     for name in EXPERIMENT_NOTEBOOKS:
         assert (ROOT / "notebooks" / name).is_file(), name
+
+
+def test_the_real_model_notebooks_get_five_minutes_with_the_load() -> None:
+    from notebook_ci import budget_seconds
+
+    for name in REAL_MODEL_NOTEBOOKS:
+        assert (ROOT / "notebooks" / name).is_file(), name
+        assert budget_seconds(f"notebooks/{name}") == EXPERIMENT_BUDGET_SECONDS
 
 
 def timer_with(seconds: dict[str, float]) -> tuple[NotebookTimer, pytest.Session]:

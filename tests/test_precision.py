@@ -17,7 +17,7 @@ from rope_lessons.precision import (
     significand_bits,
     spacing_at,
 )
-from rope_lessons.rope import apply_rope
+from rope_lessons.rope import Rope, apply_rope
 
 
 @pytest.mark.parametrize(
@@ -150,7 +150,9 @@ def test_bfloat16_merges_neighbours_into_one_position() -> None:
 def test_score_error_uses_the_given_layout() -> None:
     q, k = random_features(2, 32)
     interleaved = score_error(q, k, torch.tensor([20_000]), -3, torch.bfloat16)
-    half = score_error(q, k, torch.tensor([20_000]), -3, torch.bfloat16, layout="half")
+    half = score_error(
+        q, k, torch.tensor([20_000]), -3, torch.bfloat16, rope=Rope(32, layout="half")
+    )
     assert not torch.equal(interleaved, half)
 
 

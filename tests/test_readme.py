@@ -8,6 +8,7 @@ from pathlib import Path
 import torch
 
 from rope_lessons import apply_rope
+from rope_lessons.experiments import PairedComparison
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -35,3 +36,6 @@ def test_readme_experiment_examples_run() -> None:
     assert isinstance(step, torch.Tensor) and step.shape == (2, 8, 1, 64)
     assert isinstance(placed, torch.Tensor)
     torch.testing.assert_close(placed, step)
+    comparison = namespace["comparison"]
+    assert isinstance(comparison, PairedComparison) and comparison.seeds == (0, 1)
+    assert comparison.metric == "loss at length 128" and comparison.lower_is_better

@@ -173,9 +173,9 @@ def test_vo_rope_decay_values() -> None:
 @settings(max_examples=15)
 @given(seed=seeds)
 def test_weighted_sum_matches_the_package_vo_attention(seed: int) -> None:
-    """With softmax's own weights, vo_rope_weighted_sum is attention(rope="vo")."""
+    """With softmax's own weights, vo_rope_weighted_sum is attention(placement="vo")."""
     q, k, v = (random_features(1, 2, 9, 6, seed=seed + i) for i in range(3))
-    out, weights = attention(q, k, v, rope="vo", return_weights=True)
+    out, weights = attention(q, k, v, placement="vo", return_weights=True)
     torch.testing.assert_close(vo_rope_weighted_sum(v, weights), out)
 
 

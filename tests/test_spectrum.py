@@ -16,6 +16,7 @@ from rope_lessons.rope import Layout, Rope, apply_rope, frequencies, layout_perm
 from rope_lessons.spectrum import (
     ablate_pairs,
     diagonal_head,
+    norm_matched_pairs,
     offset_attention,
     pair_dims,
     pair_norms,
@@ -36,7 +37,7 @@ seeds = st.integers(0, 2**16)
 @given(dim=dims, layout=layouts, seed=seeds)
 def test_pair_norms_squared_sum_to_the_squared_norm(dim: int, layout: Layout, seed: int) -> None:
     x = random_features(3, 5, dim, seed=seed)
-    norms = pair_norms(x, layout)
+    norms = pair_norms(x, Rope(dim, layout=layout))
     assert norms.shape == (3, 5, dim // 2)
     torch.testing.assert_close((norms**2).sum(-1), (x**2).sum(-1), rtol=1e-12, atol=1e-12)
 
@@ -46,33 +47,37 @@ def test_rope_keeps_every_pair_norm(dim: int, layout: Layout, seed: int, shift: 
     """The pairs of pair_norms are RoPE's pairs: rotation leaves each of their norms alone."""
     x = random_features(6, dim, seed=seed)
     positions = torch.arange(6) * 37 + shift
-    rotated = apply_rope(x, positions, layout=layout)
-    torch.testing.assert_close(pair_norms(rotated, layout), pair_norms(x, layout))
+    rope = Rope(dim, layout=layout)
+    rotated = rope.apply(x, positions)
+    torch.testing.assert_close(pair_norms(rotated, rope), pair_norms(x, rope))
 
 
 def test_pair_norms_differ_from_the_wrong_layout() -> None:
     """The check above can fail: in the other layout's pairs, rotation changes the norms."""
     x = random_features(6, 8, seed=1)
-    rotated = apply_rope(x, layout="half")
-    assert not torch.allclose(pair_norms(rotated, "interleaved"), pair_norms(x, "interleaved"))
+    rotated = Rope(8, layout="half").apply(x)
+    interleaved = Rope(8)
+    assert not torch.allclose(pair_norms(rotated, interleaved), pair_norms(x, interleaved))
 
 
 @given(dim=dims, seed=seeds)
 def test_layouts_are_a_permutation_apart(dim: int, seed: int) -> None:
     x = random_features(4, dim, seed=seed)
     perm = layout_permutation(dim)
-    torch.testing.assert_close(pair_norms(x, "interleaved"), pair_norms(x[..., perm], "half"))
+    half = Rope(dim, layout="half")
+    torch.testing.assert_close(pair_norms(x, Rope(dim)), pair_norms(x[..., perm], half))
 
 
 def test_pair_dims_by_hand() -> None:
-    assert pair_dims(6, "interleaved").tolist() == [[0, 1], [2, 3], [4, 5]]
-    assert pair_dims(6, "half").tolist() == [[0, 3], [1, 4], [2, 5]]
+    assert pair_dims(Rope(6)).tolist() == [[0, 1], [2, 3], [4, 5]]
+    assert pair_dims(Rope(6, layout="half")).tolist() == [[0, 3], [1, 4], [2, 5]]
 
 
 def test_pair_norms_by_hand() -> None:
     x = torch.tensor([3.0, 4.0, 1.0, 0.0])
     torch.testing.assert_close(pair_norms(x), torch.tensor([5.0, 1.0]))
-    torch.testing.assert_close(pair_norms(x, "half"), torch.tensor([math.sqrt(10), 4.0]))
+    half = pair_norms(x, Rope(4, layout="half"))
+    torch.testing.assert_close(half, torch.tensor([math.sqrt(10), 4.0]))
 
 
 def test_wavelengths_and_turns_by_hand() -> None:
@@ -272,6 +277,8 @@ def test_offset_attention_by_hand() -> None:
     assert offset_attention(eye, 0).item() == 1.0 and offset_attention(eye, 1).item() == 0.0
     assert offset_attention(previous, 1).item() == 1.0
     assert offset_attention(previous, 0).item() == pytest.approx(0.2)
+    with pytest.raises(ValueError, match="square"):
+        offset_attention(torch.rand(3, 5), 1)
 
 
 @given(dim=dims, layout=layouts, seed=seeds)
@@ -280,7 +287,8 @@ def test_spread_vector_puts_its_norm_on_the_chosen_pairs(
 ) -> None:
     generator = torch.Generator().manual_seed(seed)
     chosen = sorted(set(torch.randint(0, dim // 2, (3,), generator=generator).tolist()))
-    norms = pair_norms(spread_vector(dim, chosen, 2.0, layout), layout)
+    rope = Rope(dim, layout=layout)
+    norms = pair_norms(spread_vector(dim, chosen, 2.0, rope=rope), rope)
     expected = torch.zeros(dim // 2, dtype=torch.float64)
     expected[chosen] = 2.0 / math.sqrt(len(chosen))
     torch.testing.assert_close(norms, expected)
@@ -290,15 +298,16 @@ def test_spread_vector_puts_its_norm_on_the_chosen_pairs(
 def test_hand_built_heads_are_diagonal_and_previous_token(layout: Layout) -> None:
     """Theorem 5.3 of Barbero et al.: large norm in the fast pairs gives sharp positional heads."""
     seq_len, dim, pairs = 24, 16, [0, 1, 2]
-    q, k = diagonal_head(dim, seq_len, pairs, 40.0, layout)
+    rope = Rope(dim, layout=layout)
+    q, k = diagonal_head(dim, seq_len, pairs, 40.0, rope=rope)
     v = torch.zeros_like(q)
-    _, weights = attention(q, k, v, layout=layout, return_weights=True)
+    _, weights = attention(q, k, v, rope=rope, return_weights=True)
     assert offset_attention(weights[0, 0], 0) > 0.99
-    q, k = previous_token_head(dim, seq_len, pairs, 40.0, layout=layout)
-    _, weights = attention(q, k, v, layout=layout, return_weights=True)
+    q, k = previous_token_head(dim, seq_len, pairs, 40.0, rope=rope)
+    _, weights = attention(q, k, v, rope=rope, return_weights=True)
     assert offset_attention(weights[0, 0], 1) > 0.99
     # Without RoPE the same queries and keys attend uniformly: the positions did the work.
-    _, weights = attention(q, k, v, rope="nope", return_weights=True)
+    _, weights = attention(q, k, v, placement="nope", return_weights=True)
     assert offset_attention(weights[0, 0], 1) < 0.2
 
 
@@ -310,10 +319,10 @@ def test_a_nope_head_cannot_tell_a_repeated_token_apart(seed: int, dim: int) -> 
     inputs = torch.stack((bos, x, x))  # (3, d)
     w_q, w_k = torch.randn(2, dim, dim, generator=gen, dtype=torch.float64) / math.sqrt(dim)
     q, k = ((inputs @ w).expand(1, 1, 3, dim) for w in (w_q, w_k))
-    _, weights = attention(q, k, k, rope="nope", return_weights=True)
+    _, weights = attention(q, k, k, placement="nope", return_weights=True)
     assert weights[0, 0, 2, 1].item() == pytest.approx(weights[0, 0, 2, 2].item(), rel=1e-12)
     assert weights[0, 0, 2, 2] <= 0.5 + 1e-12
-    _, rotated = attention(q, k, k, rope="qk", return_weights=True)
+    _, rotated = attention(q, k, k, placement="qk", return_weights=True)
     assert abs(rotated[0, 0, 2, 1] - rotated[0, 0, 2, 2]) > 1e-9  # RoPE does tell them apart
 
 
@@ -325,7 +334,8 @@ def test_a_nope_head_cannot_tell_a_repeated_token_apart(seed: int, dim: int) -> 
         # deliberately ill-typed: the runtime check is under test
         (lambda: pair_norms([1.0, 2.0]), TypeError),  # type: ignore[arg-type]
         # deliberately ill-typed: the runtime check is under test
-        (lambda: pair_norms(torch.ones(4), "rows"), ValueError),  # type: ignore[arg-type]
+        (lambda: pair_norms(torch.ones(4), "rows"), TypeError),  # type: ignore[arg-type]
+        (lambda: pair_norms(torch.ones(4), Rope(6)), ValueError),
         (lambda: wavelengths(5), ValueError),
         (lambda: wavelengths(4, base=-1.0), ValueError),
         (lambda: turns(4, 0.0), ValueError),
@@ -351,3 +361,16 @@ def test_a_nope_head_cannot_tell_a_repeated_token_apart(seed: int, dim: int) -> 
 def test_bad_input_is_refused(call: object, error: type[Exception]) -> None:
     with pytest.raises(error):
         call()  # type: ignore[operator]
+
+
+def test_norm_matched_pairs_match_the_quarter_and_avoid_it() -> None:
+    shares = torch.rand(3, 4, 16, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    shares = shares / shares.sum(-1, keepdim=True)
+    quarter = [0, 1, 2, 3]
+    chosen = norm_matched_pairs(shares, quarter, torch.Generator().manual_seed(0))
+    assert chosen.shape == shares.shape and chosen.dtype == torch.bool
+    assert not bool(chosen[..., quarter].any())
+    matched = (shares * chosen).sum(-1)
+    target = shares[..., quarter].sum(-1)
+    largest = shares.amax(-1)  # the greedy walk stops within one pair of the target
+    assert bool(((matched - target).abs() <= largest).all())

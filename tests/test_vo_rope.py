@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from rope_lessons.attention import PLACEMENTS, RELATIVE_PLACEMENTS, Placement, attention
 from rope_lessons.experiments import make_run
-from rope_lessons.rope import Layout, rotation_matrix
+from rope_lessons.rope import Layout, Rope, rotation_matrix
 from rope_lessons.synthetic import IGNORE, CopyAtLag, MarkerDistance, batch_sampler
 from rope_lessons.vo_rope import (
     READ_BATCH,
@@ -46,7 +46,7 @@ def shared_inputs(heads_c: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
 @pytest.mark.parametrize("rope", PLACEMENTS)
 def test_sharing_survives_exactly_when_keys_and_values_turn_together(rope: Placement) -> None:
     q, c = shared_inputs()
-    keys, values = key_and_value_streams(q, c, rope=rope)
+    keys, values = key_and_value_streams(q, c, placement=rope)
     shared = torch.equal(keys, values)
     assert shared == (("k" in rope) == ("v" in rope))  # nope and o contain neither
 
@@ -54,7 +54,7 @@ def test_sharing_survives_exactly_when_keys_and_values_turn_together(rope: Place
 @pytest.mark.parametrize("rope", PLACEMENTS)
 def test_only_relative_placements_survive_a_shift_with_shared_kv(rope: Placement) -> None:
     q, c = shared_inputs(heads_c=H)
-    change = shift_change(q, c, c, rope=rope, shift=37)
+    change = shift_change(q, c, c, placement=rope, shift=37)
     if rope in RELATIVE_PLACEMENTS:
         assert change < 1e-10
     else:
@@ -65,24 +65,26 @@ def test_only_relative_placements_survive_a_shift_with_shared_kv(rope: Placement
 @pytest.mark.parametrize("heads_c", [1, H])
 def test_decoding_from_one_cached_vector_is_qkvo_attention(layout: Layout, heads_c: int) -> None:
     q, c = shared_inputs(heads_c)
-    decoded = decode_with_one_cached_vector(q, c, layout=layout)
-    full = attention(q, c.expand(B, H, T, D), c.expand(B, H, T, D), rope="qkvo", layout=layout)
+    spec = Rope(D, layout=layout)
+    decoded = decode_with_one_cached_vector(q, c, rope=spec)
+    shared = c.expand(B, H, T, D)
+    full = attention(q, shared, shared, placement="qkvo", rope=spec)
     torch.testing.assert_close(decoded, full, rtol=1e-10, atol=1e-10)
     # and it is not plain shared attention without positions
-    plain = attention(q, c.expand(B, H, T, D), c.expand(B, H, T, D), rope="nope")
+    plain = attention(q, c.expand(B, H, T, D), c.expand(B, H, T, D), placement="nope")
     assert (decoded - plain).abs().max() > 1e-2
 
 
 def test_shared_kv_inputs_are_checked() -> None:
     q, c = shared_inputs()
     with pytest.raises(TypeError, match=r"c must be a torch\.Tensor"):
-        key_and_value_streams(q, c.numpy(), rope="qk")  # type: ignore[arg-type]
+        key_and_value_streams(q, c.numpy(), placement="qk")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="q and c must agree"):
         decode_with_one_cached_vector(q, c[..., :4])
     with pytest.raises(ValueError, match="c must be a floating tensor"):
         decode_with_one_cached_vector(q, c[0])
     with pytest.raises(TypeError, match="shift must be an int"):
-        shift_change(q, c, c, rope="qk", shift=1.5)  # type: ignore[arg-type]
+        shift_change(q, c, c, placement="qk", shift=1.5)  # type: ignore[arg-type]
 
 
 # ------------------------------------------------------------------- the cache
@@ -300,7 +302,7 @@ def test_uniform_vo_attention_over_equal_values_is_the_mean_of_turned_copies() -
     length, dim = 12, 8
     value = random_features(dim, seed=5)
     zero = torch.zeros(1, 1, length, dim, dtype=torch.float64)
-    out = attention(zero, zero, value.expand(1, 1, length, dim), rope="vo")[0, 0]  # (T, d)
+    out = attention(zero, zero, value.expand(1, 1, length, dim), placement="vo")[0, 0]  # (T, d)
     for m in range(length):
         turned = torch.stack([rotation_matrix(-r, dim) @ value for r in range(m + 1)])
         torch.testing.assert_close(out[m], turned.mean(0), rtol=1e-12, atol=1e-12)

