@@ -6,6 +6,8 @@ Encodings useful?", ICLR 2025, arXiv:2410.06205). This module holds the
 measurements and the frequency tables that the chapter compares:
 
 * :func:`wavelengths` and :func:`turns`: how far each pair turns;
+  :func:`turn_counts`: how many kept pairs of a spec turn fully within a
+  context, how many only partly, how many are stopped;
 * :func:`pair_norms`: the norm of each pair of a query or key, pair ``k`` as in
   :func:`rope_lessons.rope.frequencies` (pair 0 turns fastest);
 * :func:`prope_theta` (p-RoPE: keep the highest frequencies, stop the lowest)
@@ -27,6 +29,7 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 
@@ -64,6 +67,72 @@ def turns(dim: int, distance: float, base: float = 10000.0) -> torch.Tensor:
     """
     distance = check_positive_number(distance, "distance")
     return distance / wavelengths(dim, base)
+
+
+@dataclass(frozen=True)
+class TurnCounts:
+    r"""How the pairs of a frequency vector turn over a context (see :func:`turn_counts`).
+
+    Attributes:
+        full: kept pairs (:math:`\theta_k > 0`) whose angle over the context's
+            largest distance, :math:`(T-1)\theta_k`, reaches :math:`2\pi`: every
+            angle they can ever show was seen within the context.
+        partial: kept pairs that turn by less than :math:`2\pi`: longer
+            contexts show them angles the context never did.
+        stopped: pairs with :math:`\theta_k = 0` (p-RoPE's and partial
+            rotary's unrotated pairs).
+        slowest_angle: :math:`(T-1)\theta` of the slowest kept pair, in
+            radians (0 when every pair is stopped).
+    """
+
+    full: int
+    partial: int
+    stopped: int
+    slowest_angle: float
+
+    @property
+    def kept(self) -> int:
+        """Pairs that rotate at all: ``full + partial``."""
+        return self.full + self.partial
+
+
+def turn_counts(rope: Rope | torch.Tensor | Sequence[float], context: int) -> TurnCounts:
+    r"""Count the kept pairs that turn fully within ``context`` tokens, those that turn
+    only partly, and the stopped ones.
+
+    Within a context of :math:`T` tokens the largest query-key distance is
+    :math:`T-1`, and pair ``k`` turns by at most :math:`(T-1)\theta_k`. A pair
+    whose angle reaches :math:`2\pi` has shown every angle in training; one that
+    stays below meets angles it never saw as soon as distances exceed the
+    context (chapter 8's reading of why RoPE fails past its trained length).
+    :func:`turns` gives the same split pair by pair for a plain ladder
+    (``turns(d, T - 1, base) >= 1``).
+
+    Args:
+        rope: a :class:`~rope_lessons.rope.Rope` spec, or its per-pair
+            frequencies ``(d/2,)`` (a tensor or a sequence of floats, finite and
+            >= 0, e.g. :func:`prope_theta` or :func:`partial_rotary_theta`).
+        context: the number of tokens :math:`T >= 1` (e.g. the training length).
+
+    Returns:
+        A :class:`TurnCounts`; ``full + partial + stopped == d/2``.
+
+    Example:
+        >>> turn_counts(Rope(64, base=100.0, p=0.75), 64)
+        TurnCounts(full=17, partial=7, stopped=8, slowest_angle=2.30...)
+    """
+    spec = rope if isinstance(rope, Rope) else Rope.from_theta(rope)
+    context = check_positive_int(context, "context")
+    theta = spec.theta  # float64 (d/2,)
+    angles = (context - 1) * theta
+    kept = theta > 0
+    full = kept & (angles >= 2.0 * math.pi)
+    return TurnCounts(
+        full=int(full.sum()),
+        partial=int((kept & ~full).sum()),
+        stopped=int((~kept).sum()),
+        slowest_angle=float(angles[kept].min()) if bool(kept.any()) else 0.0,
+    )
 
 
 def pair_dims(rope: Rope) -> torch.Tensor:

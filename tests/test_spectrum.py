@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 from helpers import attention_of, random_features
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from rope_lessons.attention import attention
@@ -24,6 +24,7 @@ from rope_lessons.spectrum import (
     previous_token_head,
     prope_theta,
     spread_vector,
+    turn_counts,
     turns,
     wavelengths,
 )
@@ -85,6 +86,69 @@ def test_wavelengths_and_turns_by_hand() -> None:
     torch.testing.assert_close(wavelengths(4), expected, rtol=1e-15, atol=0)
     torch.testing.assert_close(turns(4, 100 * math.pi), torch.tensor([50.0, 0.5]).double())
     assert wavelengths(64, base=100.0)[-1] == pytest.approx(2 * math.pi * 100 ** (62 / 64))
+
+
+def test_turn_counts_by_hand() -> None:
+    """d = 4, base 10000: theta = (1, 1/100). Over 8 tokens pair 0 turns by 7 rad (a full
+    turn), pair 1 by 0.07; pair 1 reaches 2 pi = 6.283 only at distance 629 (T = 630)."""
+    counts = turn_counts(Rope(4), 8)
+    assert (counts.full, counts.partial, counts.stopped, counts.kept) == (1, 1, 0, 2)
+    assert counts.slowest_angle == pytest.approx(0.07)
+    assert turn_counts(Rope(4), 629).full == 1  # 628 / 100 = 6.28 < 2 pi
+    assert turn_counts(Rope(4), 630).full == 2
+    assert turn_counts([1.0, 0.0], 8) == turn_counts(torch.tensor([1.0, 0.0]), 8)
+    assert turn_counts([1.0, 0.0], 8).stopped == 1
+    nope = turn_counts(Rope(8, p=0.0), 64)
+    assert (nope.full, nope.partial, nope.stopped, nope.slowest_angle) == (0, 0, 4, 0.0)
+    single = turn_counts(Rope(8), 1)  # no distance at all: nothing turns, nothing is stopped
+    assert (single.full, single.partial, single.slowest_angle) == (0, 4, 0.0)
+
+
+def test_turn_counts_of_the_chapter_5_variants() -> None:
+    """Head dimension 64, trained at 64 tokens: p-RoPE at base 100 keeps only fully turning
+    pairs up to p = 0.5; at base 10000 half the pairs already include partial ones; GPT-NeoX
+    partial rotary keeps its slowest pairs, which turn only partly."""
+    table = {
+        (16, 0): turn_counts(Rope(64, base=100.0, p=0.5), 64),
+        (9, 7): turn_counts(Rope(64, base=10000.0, p=0.5), 64),
+        (17, 15): turn_counts(Rope(64, base=100.0), 64),
+        (8, 0): turn_counts(prope_theta(64, 0.25, 100.0), 64),
+        (5, 3): turn_counts(partial_rotary_theta(64, 0.25, 100.0), 64),
+    }
+    for (full, partial), counts in table.items():
+        assert (counts.full, counts.partial) == (full, partial)
+        assert counts.stopped == 32 - full - partial
+
+
+@given(
+    dim=dims,
+    base=st.floats(2.0, 1e6),
+    p=st.floats(0.0, 1.0),
+    context=st.integers(1, 5000),
+)
+def test_turn_counts_agree_with_turns_and_prope(
+    dim: int, base: float, p: float, context: int
+) -> None:
+    """Pairs kept are p-RoPE's floor(p d/2) fastest; of those, the fully turning ones are
+    those that turns() says make at least one turn over the largest distance T - 1."""
+    counts = turn_counts(Rope(dim, base, p=p), context)
+    kept = math.floor(p * dim / 2)
+    assert counts.kept == kept and counts.stopped == dim // 2 - kept
+    made = (context - 1) * frequencies(dim, base)[:kept] / (2 * math.pi)
+    assume(bool(((made - 1).abs() > 1e-9).all()))  # not exactly on a full turn
+    if context > 1:
+        assert counts.full == int((turns(dim, context - 1, base)[:kept] >= 1).sum())
+    assert counts.full == int((made >= 1).sum())
+
+
+@given(theta=st.lists(st.floats(0.0, 10.0), min_size=1, max_size=16), context=st.integers(1, 300))
+def test_turn_counts_grow_with_the_context(theta: list[float], context: int) -> None:
+    """A longer context turns every pair further: fully turning pairs never become fewer,
+    and the stopped ones stay stopped."""
+    shorter, longer = turn_counts(theta, context), turn_counts(theta, 2 * context)
+    assert longer.full >= shorter.full and longer.stopped == shorter.stopped
+    assert shorter.full + shorter.partial + shorter.stopped == len(theta)
+    assert longer.slowest_angle >= shorter.slowest_angle
 
 
 def test_prope_keeps_the_highest_frequencies() -> None:
@@ -275,6 +339,10 @@ def test_a_nope_head_cannot_tell_a_repeated_token_apart(seed: int, dim: int) -> 
         (lambda: wavelengths(5), ValueError),
         (lambda: wavelengths(4, base=-1.0), ValueError),
         (lambda: turns(4, 0.0), ValueError),
+        (lambda: turn_counts(Rope(4), 0), ValueError),
+        (lambda: turn_counts([1.0, -1.0], 8), ValueError),
+        # deliberately ill-typed: the runtime check is under test
+        (lambda: turn_counts("rope", 8), TypeError),  # type: ignore[arg-type]
         (lambda: partial_rotary_theta(12, 0.25), ValueError),  # 3 rotated dims
         (lambda: partial_rotary_theta(8, 1.5), ValueError),
         (lambda: prope_theta(8, -0.1), ValueError),
