@@ -159,6 +159,20 @@ class Pretrained:
             )
         return token_ids
 
+    def _split_heads(self, x: torch.Tensor) -> torch.Tensor:
+        """``(B, T, heads * D)`` -> ``(B, heads, T, D)``, detached."""
+        batch, seq, _ = x.shape
+        return x.view(batch, seq, -1, self.head_dim).transpose(1, 2).detach()
+
+    def _run_hooked(self, token_ids: torch.Tensor, handles: Sequence[Any]) -> None:
+        """One forward pass of ``token_ids`` with the hooks of ``handles`` registered,
+        which are removed afterwards whatever happens (the tokens are checked first)."""
+        try:
+            self.model(input_ids=self._check_tokens(token_ids), use_cache=False)
+        finally:
+            for handle in handles:
+                handle.remove()
+
     @torch.no_grad()
     def logits(self, token_ids: torch.Tensor) -> torch.Tensor:
         """Next-token logits ``(B, T, vocabulary)`` of ``token_ids`` ``(B, T)`` (positions 0..)."""
@@ -189,27 +203,22 @@ class Pretrained:
             ``L`` :class:`~rope_lessons.model.QKV`: ``q`` ``(B, H, T, D)``, ``k`` and
             ``v`` ``(B, H_kv, T, D)``, in the dtype of the model.
         """
-        token_ids = self._check_tokens(token_ids)
         captured: dict[tuple[int, str], torch.Tensor] = {}
-        handles = []
 
-        def keep(layer: int, name: str) -> Any:
+        def keep(key: tuple[int, str]) -> Any:
             def hook(_module: Any, _inputs: Any, output: torch.Tensor) -> None:
-                batch, seq, _ = output.shape
-                heads = output.view(batch, seq, -1, self.head_dim).transpose(1, 2)
-                captured[(layer, name)] = heads.detach()  # (B, heads, T, D)
+                captured[key] = self._split_heads(output)
 
             return hook
 
-        try:
-            for index, layer in enumerate(self.layers):
-                for name in ("q", "k", "v"):
-                    projection = getattr(layer.self_attn, f"{name}_proj")
-                    handles.append(projection.register_forward_hook(keep(index, name)))
-            self.model(input_ids=token_ids, use_cache=False)
-        finally:
-            for handle in handles:
-                handle.remove()
+        self._run_hooked(
+            token_ids,
+            [
+                getattr(layer.self_attn, f"{name}_proj").register_forward_hook(keep((i, name)))
+                for i, layer in enumerate(self.layers)
+                for name in ("q", "k", "v")
+            ],
+        )
         return [
             QKV(captured[(i, "q")], captured[(i, "k")], captured[(i, "v")])
             for i in range(self.n_layers)
@@ -224,26 +233,18 @@ class Pretrained:
         A forward pre-hook on ``o_proj`` reads its input: the heads' outputs
         concatenated, ``(B, T, H * D)``, which is returned as ``(B, H, T, D)``.
         """
-        token_ids = self._check_tokens(token_ids)
         captured: dict[int, torch.Tensor] = {}
-        handles = []
 
         def keep(layer: int) -> Any:
             def hook(_module: Any, inputs: tuple[torch.Tensor, ...]) -> None:
-                batch, seq, _ = inputs[0].shape
-                heads = inputs[0].view(batch, seq, -1, self.head_dim).transpose(1, 2)
-                captured[layer] = heads.detach()
+                captured[layer] = self._split_heads(inputs[0])
 
             return hook
 
-        try:
-            for index in layers:
-                o_proj = self.layers[index].self_attn.o_proj
-                handles.append(o_proj.register_forward_pre_hook(keep(index)))
-            self.model(input_ids=token_ids, use_cache=False)
-        finally:
-            for handle in handles:
-                handle.remove()
+        self._run_hooked(
+            token_ids,
+            [self.layers[i].self_attn.o_proj.register_forward_pre_hook(keep(i)) for i in layers],
+        )
         return [captured[index] for index in layers]
 
     @contextmanager
