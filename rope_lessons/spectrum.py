@@ -13,8 +13,12 @@ measurements and the frequency tables that the chapter compares:
 * :func:`prope_theta` (p-RoPE: keep the highest frequencies, stop the lowest)
   and :func:`partial_rotary_theta` (GPT-NeoX's ``rotary_pct``: a ladder
   recomputed over the rotated dimensions), both as per-pair frequency tensors;
-* :func:`ablate_pairs`: a copy of a trained model whose queries and keys lose
-  the chosen pairs, for inference-time ablations;
+* :func:`ablate_pairs` (the same pairs everywhere) and :func:`ablate_pair_mask`
+  (a set per head): a copy of a trained model whose queries and keys lose the
+  chosen pairs, for inference-time ablations;
+* :func:`pair_energy_shares`: each pair's share of a head's mean squared
+  query or key norm; :func:`norm_matched_pairs`: the control pairs of an
+  ablation that hold as much of it as the ablated ones;
 * :func:`offset_attention`: how much attention goes to the key ``r`` back
   (``r = 0``: diagonal heads, ``r = 1``: previous-token heads);
 * :func:`spread_vector`, :func:`diagonal_head`, :func:`previous_token_head`:
@@ -60,13 +64,17 @@ def turns(dim: int, distance: float, base: float = 10000.0) -> torch.Tensor:
     r"""How many full turns each pair makes over ``distance`` positions: :math:`r\theta_k/2\pi`.
 
     With ``distance = T - 1`` it says which pairs complete a turn within a
-    context of ``T`` tokens (those with a value of at least 1).
+    context of ``T`` tokens (those with a value of at least 1); a context of
+    one token (``distance = 0``) turns no pair at all.
 
     Returns:
         float64 tensor ``(d/2,)``.
     """
-    distance = check_positive_number(distance, "distance")
-    return distance / wavelengths(dim, base)
+    if isinstance(distance, bool) or not isinstance(distance, (int, float)):
+        raise TypeError(f"distance must be a number, got {type(distance).__name__}")
+    if not (math.isfinite(distance) and distance >= 0):
+        raise ValueError(f"distance must be finite and >= 0, got {distance}")
+    return float(distance) / wavelengths(dim, base)
 
 
 @dataclass(frozen=True)
@@ -269,17 +277,43 @@ def ablate_pairs(
     if not isinstance(model, TinyTransformer):
         raise TypeError(f"model must be a TinyTransformer, got {type(model).__name__}")
     cfg = model.config
-    chosen_pairs = _check_indices(pairs, "pairs", cfg.head_dim // 2)
-    chosen_layers = _check_indices(layers, "layers", cfg.n_layers)
-    chosen_heads = _check_indices(heads, "heads", cfg.n_heads)
+    drop = torch.zeros(cfg.n_layers, cfg.n_heads, cfg.head_dim // 2, dtype=torch.bool)
+    chosen_layers = torch.tensor(_check_indices(layers, "layers", cfg.n_layers))
+    chosen_heads = torch.tensor(_check_indices(heads, "heads", cfg.n_heads))
+    chosen_pairs = torch.tensor(_check_indices(pairs, "pairs", cfg.head_dim // 2))
+    drop[chosen_layers[:, None, None], chosen_heads[None, :, None], chosen_pairs] = True
+    return ablate_pair_mask(model, drop)
+
+
+def ablate_pair_mask(model: TinyTransformer, drop: torch.Tensor) -> TinyTransformer:
+    """:func:`ablate_pairs` with its own set of pairs for every layer and head.
+
+    Args:
+        model: a trained model; it is not modified.
+        drop: bool tensor ``(L, H, D/2)``: ``True`` where pair ``k`` of head
+            ``h`` in layer ``l`` is removed from the queries and the keys.
+
+    Returns:
+        The ablated copy, in evaluation mode.
+    """
+    if not isinstance(model, TinyTransformer):
+        raise TypeError(f"model must be a TinyTransformer, got {type(model).__name__}")
+    cfg = model.config
+    expected = (cfg.n_layers, cfg.n_heads, cfg.head_dim // 2)
+    if not isinstance(drop, torch.Tensor) or drop.dtype != torch.bool:
+        raise TypeError(f"drop must be a bool tensor {expected} (layers, heads, pairs)")
+    if tuple(drop.shape) != expected:
+        raise ValueError(
+            f"drop must have shape {expected} (layers, heads, pairs), got {tuple(drop.shape)}"
+        )
     rope = cfg.rope if cfg.rope is not None else Rope(cfg.head_dim)  # NoPE: the same pairs
-    dims = pair_dims(rope)[chosen_pairs].flatten()  # (2 * pairs,)
-    offsets = torch.tensor(chosen_heads).unsqueeze(-1) * cfg.head_dim  # (heads, 1)
-    query_rows = (offsets + dims).flatten()  # rows of W_q inside qkv
-    rows = torch.cat((query_rows, cfg.dim + query_rows))  # and of W_k
+    dims = pair_dims(rope)  # (D/2, 2): the two features of each pair
     ablated = copy.deepcopy(model)
     with torch.no_grad():
-        for layer in chosen_layers:
+        for layer, layer_drop in enumerate(drop.cpu()):
+            head, pair = layer_drop.nonzero(as_tuple=True)  # (n,), (n,)
+            query_rows = (head[:, None] * cfg.head_dim + dims[pair]).flatten()  # rows of W_q
+            rows = torch.cat((query_rows, cfg.dim + query_rows))  # and of W_k
             block = ablated.blocks[layer]
             assert isinstance(block, Block)
             weight = block.attn.qkv.weight  # (3C, C): rows of W_q, then W_k, then W_v
@@ -430,6 +464,35 @@ def qkv_pair_norms(layers_qkv: Sequence[QKV], rope: Rope) -> tuple[torch.Tensor,
     """
     queries = torch.stack([pair_norms(qkv.q, rope).mean(dim=(0, 2)) for qkv in layers_qkv])
     keys = torch.stack([pair_norms(qkv.k, rope).mean(dim=(0, 2)) for qkv in layers_qkv])
+    return queries, keys
+
+
+def pair_energy_shares(layers_qkv: Sequence[QKV], rope: Rope) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""Each pair's share of a head's mean squared query and key norm.
+
+    For head ``h`` of layer ``l``, pair ``k``'s share of the queries is
+    :math:`\mathbb E\lVert q^{(k)}\rVert^2 / \mathbb E\lVert q\rVert^2`, the mean over
+    the batch and every position. The squared pair norms add up to the squared
+    norm, so the shares of a head sum to 1, and the shares of a set of pairs
+    say how much of the head's dot products those pairs can carry. (Squaring
+    :func:`qkv_pair_norms`, the mean norm, gives another, slightly different
+    number.)
+
+    Args:
+        layers_qkv: one :class:`~rope_lessons.model.QKV` per layer.
+        rope: the spec whose layout says where the pairs sit.
+
+    Returns:
+        ``(query_shares, key_shares)``: ``(L, H, D/2)`` and ``(L, H_kv, D/2)``,
+        float64, each head's shares summing to 1.
+    """
+
+    def shares(x: torch.Tensor) -> torch.Tensor:
+        energy = (pair_norms(x, rope).double() ** 2).mean(dim=(0, 2))  # (H, D/2)
+        return energy / energy.sum(-1, keepdim=True)
+
+    queries = torch.stack([shares(qkv.q) for qkv in layers_qkv])
+    keys = torch.stack([shares(qkv.k) for qkv in layers_qkv])
     return queries, keys
 
 

@@ -14,11 +14,13 @@ from rope_lessons.attention import attention
 from rope_lessons.model import ModelConfig, TinyTransformer
 from rope_lessons.rope import Layout, Rope, apply_rope, frequencies, layout_permutation
 from rope_lessons.spectrum import (
+    ablate_pair_mask,
     ablate_pairs,
     diagonal_head,
     norm_matched_pairs,
     offset_attention,
     pair_dims,
+    pair_energy_shares,
     pair_norms,
     partial_rotary_theta,
     previous_token_head,
@@ -86,6 +88,7 @@ def test_wavelengths_and_turns_by_hand() -> None:
     torch.testing.assert_close(wavelengths(4), expected, rtol=1e-15, atol=0)
     torch.testing.assert_close(turns(4, 100 * math.pi), torch.tensor([50.0, 0.5]).double())
     assert wavelengths(64, base=100.0)[-1] == pytest.approx(2 * math.pi * 100 ** (62 / 64))
+    assert turns(4, 0).eq(0).all()  # a context of one token turns nothing
 
 
 def test_turn_counts_by_hand() -> None:
@@ -270,6 +273,52 @@ def test_ablation_zeroes_exactly_the_chosen_rows_and_copies() -> None:
     torch.testing.assert_close(attention_of(model, 0).qkv.weight, original)
 
 
+def test_pair_mask_ablates_each_head_its_own_pairs() -> None:
+    """Head 0 of layer 0 loses pair 1 and head 1 of layer 1 pair 7; nothing else moves,
+    and a mask of one set everywhere is ablate_pairs."""
+    model = _model()
+    drop = torch.zeros(2, 2, 8, dtype=torch.bool)
+    drop[0, 0, 1] = drop[1, 1, 7] = True
+    ablated = ablate_pair_mask(model, drop)
+    for layer, rows in ((0, [2, 3]), (1, [16 + 14, 16 + 15])):
+        weight, original = (
+            attention_of(ablated, layer).qkv.weight,
+            attention_of(model, layer).qkv.weight,
+        )
+        zeroed = rows + [32 + r for r in rows]
+        assert weight[zeroed].eq(0).all() and not original[zeroed].eq(0).any()
+        kept = [r for r in range(96) if r not in zeroed]
+        torch.testing.assert_close(weight[kept], original[kept])
+    everywhere = torch.zeros(2, 2, 8, dtype=torch.bool)
+    everywhere[..., [0, 5]] = True
+    for a, b in zip(
+        ablate_pair_mask(model, everywhere).parameters(),
+        ablate_pairs(model, [0, 5]).parameters(),
+        strict=True,
+    ):
+        torch.testing.assert_close(a, b)
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_pair_energy_shares_sum_to_one_and_follow_the_norms(layout: Layout) -> None:
+    """Shares are mean squared pair norms over the mean squared norm: they sum to 1 per
+    head, and a query that lives in pair 2 alone puts all its share there."""
+    model = _model(layout)
+    layers = model.layer_qkv(torch.randint(0, 11, (3, 9)))
+    queries, keys = pair_energy_shares(layers, model.config.rope)
+    assert queries.shape == keys.shape == (2, 2, 8) and queries.dtype == torch.float64
+    torch.testing.assert_close(queries.sum(-1), torch.ones(2, 2, dtype=torch.float64))
+    q = layers[0].q.clone()
+    direct = (q.double() ** 2).sum(-1).mean(dim=(0, 2))  # (H,): mean squared norm
+    by_pair = (pair_norms(q, model.config.rope).double() ** 2).mean(dim=(0, 2))  # (H, 8)
+    torch.testing.assert_close(queries[0], by_pair / direct[:, None])
+    only_pair_2 = torch.zeros_like(q)
+    dims = pair_dims(model.config.rope)[2]
+    only_pair_2[..., dims] = q[..., dims]
+    single = pair_energy_shares([layers[0]._replace(q=only_pair_2)], model.config.rope)[0]
+    assert single[0, :, 2].eq(1).all() and single[0, :, [0, 1, 3]].eq(0).all()
+
+
 def test_offset_attention_by_hand() -> None:
     eye = torch.eye(5)
     previous = torch.diag(torch.ones(4), -1)
@@ -338,7 +387,10 @@ def test_a_nope_head_cannot_tell_a_repeated_token_apart(seed: int, dim: int) -> 
         (lambda: pair_norms(torch.ones(4), Rope(6)), ValueError),
         (lambda: wavelengths(5), ValueError),
         (lambda: wavelengths(4, base=-1.0), ValueError),
-        (lambda: turns(4, 0.0), ValueError),
+        (lambda: turns(4, -1.0), ValueError),
+        (lambda: turns(4, math.inf), ValueError),
+        # deliberately ill-typed: the runtime check is under test
+        (lambda: turns(4, "8"), TypeError),  # type: ignore[arg-type]
         (lambda: turn_counts(Rope(4), 0), ValueError),
         (lambda: turn_counts([1.0, -1.0], 8), ValueError),
         # deliberately ill-typed: the runtime check is under test
@@ -352,6 +404,8 @@ def test_a_nope_head_cannot_tell_a_repeated_token_apart(seed: int, dim: int) -> 
         (lambda: ablate_pairs(_model(), [0], layers=[2]), ValueError),
         # deliberately ill-typed: the runtime check is under test
         (lambda: ablate_pairs(torch.nn.Linear(2, 2), [0]), TypeError),  # type: ignore[arg-type]
+        (lambda: ablate_pair_mask(_model(), torch.zeros(2, 2, 7, dtype=torch.bool)), ValueError),
+        (lambda: ablate_pair_mask(_model(), torch.zeros(2, 2, 8)), TypeError),
         (lambda: offset_attention(torch.eye(3), 3), ValueError),
         (lambda: offset_attention(torch.ones(3), 0), TypeError),
         (lambda: spread_vector(8, []), ValueError),
