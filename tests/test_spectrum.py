@@ -304,18 +304,20 @@ def test_pair_energy_shares_sum_to_one_and_follow_the_norms(layout: Layout) -> N
     """Shares are mean squared pair norms over the mean squared norm: they sum to 1 per
     head, and a query that lives in pair 2 alone puts all its share there."""
     model = _model(layout)
+    rope = model.config.rope
+    assert rope is not None
     layers = model.layer_qkv(torch.randint(0, 11, (3, 9)))
-    queries, keys = pair_energy_shares(layers, model.config.rope)
+    queries, keys = pair_energy_shares(layers, rope)
     assert queries.shape == keys.shape == (2, 2, 8) and queries.dtype == torch.float64
     torch.testing.assert_close(queries.sum(-1), torch.ones(2, 2, dtype=torch.float64))
     q = layers[0].q.clone()
     direct = (q.double() ** 2).sum(-1).mean(dim=(0, 2))  # (H,): mean squared norm
-    by_pair = (pair_norms(q, model.config.rope).double() ** 2).mean(dim=(0, 2))  # (H, 8)
+    by_pair = (pair_norms(q, rope).double() ** 2).mean(dim=(0, 2))  # (H, 8)
     torch.testing.assert_close(queries[0], by_pair / direct[:, None])
     only_pair_2 = torch.zeros_like(q)
-    dims = pair_dims(model.config.rope)[2]
+    dims = pair_dims(rope)[2]
     only_pair_2[..., dims] = q[..., dims]
-    single = pair_energy_shares([layers[0]._replace(q=only_pair_2)], model.config.rope)[0]
+    single = pair_energy_shares([layers[0]._replace(q=only_pair_2)], rope)[0]
     assert single[0, :, 2].eq(1).all() and single[0, :, [0, 1, 3]].eq(0).all()
 
 
