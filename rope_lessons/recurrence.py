@@ -65,11 +65,19 @@ def _check_recurrence_args(x: object, decay: object) -> tuple[torch.Tensor, torc
         raise TypeError(f"x must have a floating or complex dtype, got {x.dtype}")
     if x.ndim < 2:
         raise ValueError(f"x must have shape (..., seq, channels), got {tuple(x.shape)}")
+    if x.shape[-2] == 0:
+        raise ValueError("x must have at least one step: its sequence dimension (-2) is empty")
     if isinstance(decay, bool) or not isinstance(decay, (int, float, complex, torch.Tensor)):
         raise TypeError(f"decay must be a number or a torch.Tensor, got {type(decay).__name__}")
-    decay = torch.as_tensor(decay, device=x.device)
-    if not (decay.is_floating_point() or decay.is_complex()):
-        decay = decay.to(torch.get_default_dtype())
+    if isinstance(decay, torch.Tensor):
+        decay = decay.to(x.device)
+        if not (decay.is_floating_point() or decay.is_complex()):
+            decay = decay.to(torch.get_default_dtype())
+    else:  # a Python number: at the precision of x, never through the default float32
+        dtype = x.real.dtype if x.is_complex() else x.dtype
+        if isinstance(decay, complex):
+            dtype = torch.promote_types(dtype, torch.complex64)  # complex128 for float64
+        decay = torch.tensor(decay, dtype=dtype, device=x.device)
     if decay.ndim > 1 or (decay.ndim == 1 and decay.shape[0] != x.shape[-1]):
         raise ValueError(
             f"decay must be a scalar or have shape (channels,) = ({x.shape[-1]},), "
@@ -88,13 +96,19 @@ def linear_recurrence(x: torch.Tensor, decay: torch.Tensor | complex) -> torch.T
     inference, one token at a time.
 
     Args:
-        x: inputs ``(..., T, n)``, real or complex.
+        x: inputs ``(..., T, n)``, real or complex, ``T >= 1``.
         decay: :math:`\lambda`, a number or a tensor of shape ``()`` or
-            ``(n,)`` (one decay per channel), real or complex.
+            ``(n,)`` (one decay per channel), real or complex. A Python number
+            is taken at the precision of ``x`` (float64 input, float64 decay).
 
     Returns:
         The states ``(..., T, n)``, in the dtype of ``x`` and ``decay`` promoted
         together.
+
+    Raises:
+        TypeError: ``x`` not a float or complex tensor, ``decay`` not a number or tensor.
+        ValueError: ``x`` with fewer than two dimensions or no step, ``decay``
+            of the wrong shape or not finite.
     """
     x, decay = _check_recurrence_args(x, decay)
     state = torch.zeros_like(x[..., 0, :])  # (..., n)
@@ -483,17 +497,43 @@ def delay_readout(decays: torch.Tensor, lag: int, horizon: int) -> DelayFit:
     reach of training and of float32. Real decays get real ``c``, complex ones
     complex ``c``, so ``n`` complex decays have as many free numbers as ``2n`` real ones.
 
+    Only decays in the closed unit disc :math:`|\lambda_j| \le 1` are accepted:
+    they are the stable recurrences this chapter is about (LRU's
+    parameterisation keeps :math:`|\lambda| < 1`, VO-RoPE's
+    :math:`\gamma e^{-i\theta}` has :math:`\gamma \le 1`). A decay outside it
+    makes the state grow without bound, so it is no memory of the past at all;
+    and its powers, up to :math:`|\lambda|^{horizon-1}`, swamp the least-squares
+    fit, which then answers with tiny weights and an error at or near that of the
+    trivial readout ``c = 0`` (``1/sqrt(horizon)``): a number that would look like
+    a finding and means nothing.
+
     Args:
-        decays: ``(n,)`` real or complex.
+        decays: ``(n,)`` real or complex, finite, :math:`|\lambda_j| \le 1`.
         lag: the delay to reproduce, ``0 <= lag < horizon``.
         horizon: how many distances are scored.
+
+    Raises:
+        TypeError: ``decays`` not a 1-D float or complex tensor.
+        ValueError: a decay not finite or outside the unit disc; ``lag`` out of range.
     """
-    if not isinstance(decays, torch.Tensor) or decays.ndim != 1:
-        raise TypeError("decays must be a 1-D torch.Tensor")
+    if (
+        not isinstance(decays, torch.Tensor)
+        or decays.ndim != 1
+        or not (decays.is_floating_point() or decays.is_complex())
+    ):
+        raise TypeError("decays must be a 1-D float or complex torch.Tensor")
     horizon = check_positive_int(horizon, "horizon")
     if isinstance(lag, bool) or not isinstance(lag, int) or not 0 <= lag < horizon:
         raise ValueError(f"lag must be an int in [0, horizon={horizon}), got {lag!r}")
     decays = decays.to(torch.complex128 if decays.is_complex() else torch.float64)
+    if not bool(torch.isfinite(decays).all()):
+        raise ValueError(f"decays must be finite, got {decays.tolist()}")
+    outside = decays.abs() > 1.0
+    if bool(outside.any()):
+        raise ValueError(
+            "decays must lie in the closed unit disc |decay| <= 1 (a stable recurrence), "
+            f"got moduli {decays.abs()[outside].tolist()}"
+        )
     powers = decay_powers(decays, horizon)[:, :, 0].T  # (horizon, n): lambda_j^d
     if decays.is_complex():  # Re(c lambda^d) = Re c Re lambda^d - Im c Im lambda^d
         powers = torch.cat((powers.real, -powers.imag), dim=-1)  # (horizon, 2n)
@@ -586,9 +626,20 @@ def time_forms(
 
 
 def loglog_slope(lengths: list[int] | tuple[int, ...], seconds: list[float]) -> float:
-    """Least-squares slope of ``log(seconds)`` on ``log(length)``: the ``k`` of ``T^k``."""
+    """Least-squares slope of ``log(seconds)`` on ``log(length)``: the ``k`` of ``T^k``.
+
+    Raises:
+        ValueError: fewer than two pairs, counts that differ, a length or time
+            that is not positive, or only one distinct length (no slope).
+    """
     if len(lengths) != len(seconds) or len(lengths) < 2:
         raise ValueError("need at least two (length, seconds) pairs of equal count")
+    if not all(n > 0 for n in lengths) or not all(s > 0 for s in seconds):
+        raise ValueError(
+            f"lengths and seconds must be positive, got {list(lengths)} and {list(seconds)}"
+        )
+    if len(set(lengths)) < 2:
+        raise ValueError(f"need at least two distinct lengths for a slope, got {list(lengths)}")
     log_t = torch.tensor([math.log(n) for n in lengths], dtype=torch.float64)
     log_s = torch.tensor([math.log(s) for s in seconds], dtype=torch.float64)
     centred = log_t - log_t.mean()

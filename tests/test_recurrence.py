@@ -5,6 +5,7 @@ from __future__ import annotations
 import cmath
 import dataclasses
 import math
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -35,6 +36,8 @@ from rope_lessons.recurrence import (
 )
 from rope_lessons.rope import frequencies, read_pairs, write_pairs
 from rope_lessons.synthetic import CopyAtLag
+
+Recurrence = Callable[[torch.Tensor, complex], torch.Tensor]
 
 seeds = st.integers(0, 2**16)
 moduli = st.floats(0.0, 1.0)
@@ -322,3 +325,47 @@ def test_bad_input_is_refused() -> None:
         delay_readout(torch.ones(2, 2), 1, 10)
     with pytest.raises(ValueError, match="max_lag"):
         prediction_lags(ShiftOracle(1, 4), torch.zeros(2, 3, dtype=torch.long), max_lag=3)
+
+
+# --- issue 18: the code fixes of chapter 7 -------------------------------------------
+
+
+@pytest.mark.parametrize("form", [linear_recurrence, linear_recurrence_parallel])
+def test_a_number_decay_is_used_at_the_input_precision(form: Recurrence) -> None:
+    """0.9 as a Python float must not pass through float32 for float64 input."""
+    x = torch.zeros(1000, 1, dtype=torch.float64)
+    x[0] = 1.0
+    states = form(x, 0.9)
+    assert states.dtype == torch.float64
+    assert float(states[-1, 0]) == pytest.approx(0.9**999, rel=1e-12, abs=0)
+    complex_states = form(x.to(torch.complex128), 0.9j)
+    assert complex(complex_states[-1, 0]) == pytest.approx((0.9j) ** 999, rel=1e-12, abs=0)
+
+
+@pytest.mark.parametrize("form", [linear_recurrence, linear_recurrence_parallel])
+def test_an_empty_sequence_is_refused_alike_by_both_forms(form: Recurrence) -> None:
+    with pytest.raises(ValueError, match="at least one step"):
+        form(torch.zeros(2, 0, 3), 0.5)
+
+
+def test_delay_readout_refuses_non_finite_decays() -> None:
+    for bad in (float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="finite"):
+            delay_readout(torch.tensor([0.5, bad]), 1, 8)
+        with pytest.raises(ValueError, match="finite"):
+            delay_readout(torch.tensor([0.5, complex(bad, 0.0)]), 1, 8)
+
+
+def test_delay_readout_refuses_decays_outside_the_unit_disc() -> None:
+    with pytest.raises(ValueError, match="unit disc"):
+        delay_readout(torch.tensor([0.5, 1.5]), 1, 64)
+    with pytest.raises(ValueError, match="unit disc"):
+        delay_readout(torch.polar(torch.tensor([1.01]), torch.tensor([0.3])), 1, 64)
+    assert delay_readout(torch.tensor([1.0, -1.0]), 1, 4).error < 0.5  # the circle itself is fine
+
+
+def test_loglog_slope_refuses_a_single_length() -> None:
+    with pytest.raises(ValueError, match="distinct"):
+        loglog_slope([64, 64, 64], [1.0, 2.0, 3.0])
+    with pytest.raises(ValueError, match="positive"):
+        loglog_slope([1, 2], [1.0, 0.0])
