@@ -5,7 +5,8 @@ the closed form :math:`s_t = \sum_{u \le t} \lambda^{t-u} x_u`: a causal
 "attention" whose weights depend on the distance ``t - u`` alone. Chapter 7
 computes it both ways (:func:`linear_recurrence` step by step in ``O(T)``,
 :func:`linear_recurrence_parallel` as one ``T x T`` weighted sum in
-``O(T^2)``), shows that VO-RoPE with the causal weights
+``O(T^2)``; :mod:`rope_lessons.scan` adds the associative scan and the FFT
+convolution that models train with, and times all four), shows that VO-RoPE with the causal weights
 :math:`a_{mn} = \gamma^{m-n}` is this recurrence with the complex decay
 :math:`\gamma e^{-i\theta_k}` on pair ``k`` read as a complex number
 (J. Su, kexue.fm/archives/10862, 2025), and trains three small sequence models
@@ -31,13 +32,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import time
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 import torch
 from torch import nn
-from torch.utils import benchmark as torch_benchmark
 
 from rope_lessons._checks import (
     check_base,
@@ -119,14 +118,41 @@ def linear_recurrence(x: torch.Tensor, decay: torch.Tensor | complex) -> torch.T
     return torch.stack(states, dim=-2)  # (..., T, n)
 
 
+def decay_kernel(decay: torch.Tensor, seq_len: int) -> torch.Tensor:
+    r"""The impulse response :math:`\lambda^d` for ``d = 0 .. T-1``: the one formula of the powers.
+
+    Each power is formed from ``d`` directly, as :math:`|\lambda|^d e^{i d
+    \arg\lambda}` (complex) or :math:`\lambda^d` (real, exact sign for a
+    negative decay: the exponent is whole): never by repeated multiplication
+    and never as a quotient :math:`\lambda^t \lambda^{-u}`, whose second
+    factor overflows for :math:`|\lambda| < 1` long before ``T`` is large.
+    ``0^0 = 1``, so a zero decay answers only at ``d = 0``.
+
+    Args:
+        decay: tensor of any shape ``(...,)``, real or complex.
+        seq_len: ``T``.
+
+    Returns:
+        Tensor ``(..., T)`` in the dtype of ``decay``.
+    """
+    if not isinstance(decay, torch.Tensor):
+        raise TypeError(f"decay must be a torch.Tensor, got {type(decay).__name__}")
+    seq_len = check_positive_int(seq_len, "seq_len")
+    real_dtype = decay.real.dtype if decay.is_complex() else decay.dtype
+    distance = torch.arange(seq_len, device=decay.device).to(real_dtype)  # (T,)
+    decay = decay[..., None]
+    if decay.is_complex():
+        return torch.polar(decay.abs() ** distance, decay.angle() * distance)
+    return decay**distance  # (..., T)
+
+
 def decay_powers(decay: torch.Tensor, seq_len: int) -> torch.Tensor:
     r"""The causal weights :math:`\lambda^{t-u}` for ``u <= t``, zero above the diagonal.
 
-    Each power is formed from the distance ``t - u >= 0`` directly, as
-    :math:`|\lambda|^{t-u} e^{i (t-u) \arg\lambda}`: never as
-    :math:`\lambda^t \lambda^{-u}`, whose second factor overflows for
-    :math:`|\lambda| < 1` long before ``T`` is large. ``0^0 = 1``, so a zero
-    decay gives the identity.
+    Entry ``(t, u)`` is :func:`decay_kernel` at the distance ``t - u``: the
+    matrix is Toeplitz (constant along each diagonal), which is what lets the
+    FFT form of :mod:`rope_lessons.scan` compute its product in
+    ``O(T log T)``.
 
     Args:
         decay: tensor of any shape ``(...,)``, real or complex.
@@ -135,20 +161,10 @@ def decay_powers(decay: torch.Tensor, seq_len: int) -> torch.Tensor:
     Returns:
         Tensor ``(..., T, T)`` in the dtype of ``decay``: row ``t``, column ``u``.
     """
-    if not isinstance(decay, torch.Tensor):
-        raise TypeError(f"decay must be a torch.Tensor, got {type(decay).__name__}")
-    seq_len = check_positive_int(seq_len, "seq_len")
+    kernel = decay_kernel(decay, seq_len)  # (..., T)
     steps = torch.arange(seq_len, device=decay.device)
     distance = steps[:, None] - steps[None, :]  # (T, T): t - u
-    causal = distance >= 0
-    real_dtype = decay.real.dtype if decay.is_complex() else decay.dtype
-    distance = distance.clamp(min=0).to(real_dtype)
-    decay = decay[..., None, None]
-    if decay.is_complex():
-        powers = torch.polar(decay.abs() ** distance, decay.angle() * distance)
-    else:
-        powers = decay**distance  # exact sign for a negative decay: the exponent is whole
-    return powers * causal  # (..., T, T)
+    return kernel[..., distance.clamp(min=0)] * (distance >= 0)  # (..., T, T)
 
 
 def linear_recurrence_parallel(x: torch.Tensor, decay: torch.Tensor | complex) -> torch.Tensor:
@@ -570,59 +586,7 @@ def prediction_lags(model: nn.Module, tokens: torch.Tensor, max_lag: int) -> tor
     )
 
 
-# --- timing the two forms ------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class FormTiming:
-    """Median CPU seconds per call of both forms at one length."""
-
-    length: int
-    recurrent: float
-    parallel: float
-
-
-def time_forms(
-    lengths: tuple[int, ...],
-    channels: int = 16,
-    *,
-    min_run_time: float = 0.05,
-    seed: int = 0,
-) -> list[FormTiming]:
-    """Time :func:`linear_recurrence` and :func:`linear_recurrence_parallel` at each length.
-
-    Complex64 input ``(T, channels)`` and one complex decay per channel of
-    modulus 0.99; both forms are checked equal after they are timed. The
-    clock is the process's CPU time, not wall time, so that other programs
-    competing for the cores inflate the numbers less.
-
-    Args:
-        lengths: the sequence lengths ``T``.
-        channels: ``n``.
-        min_run_time: seconds of repeated calls per form and length (torch's
-            ``Timer.blocked_autorange``; the median is kept).
-        seed: seed of the random input.
-    """
-    generator = torch.Generator().manual_seed(seed)
-    decay = torch.polar(torch.full((channels,), 0.99), torch.rand(channels, generator=generator))
-    timings = []
-    for length in lengths:
-        check_positive_int(length, "lengths")
-        x = torch.randn(length, channels, dtype=torch.complex64, generator=generator)
-        seconds = []
-        for form in (linear_recurrence, linear_recurrence_parallel):
-            timer = torch_benchmark.Timer(
-                stmt="form(x, decay)",
-                globals={"form": form, "x": x, "decay": decay},
-                timer=time.process_time,
-                num_threads=torch.get_num_threads(),
-            )
-            seconds.append(timer.blocked_autorange(min_run_time=min_run_time).median)
-        torch.testing.assert_close(
-            linear_recurrence_parallel(x, decay), linear_recurrence(x, decay), rtol=1e-3, atol=1e-3
-        )
-        timings.append(FormTiming(length, seconds[0], seconds[1]))
-    return timings
+# --- the slope of a timing curve -----------------------------------------------------
 
 
 def loglog_slope(lengths: list[int] | tuple[int, ...], seconds: list[float]) -> float:
