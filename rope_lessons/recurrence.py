@@ -9,8 +9,10 @@ computes it both ways (:func:`linear_recurrence` step by step in ``O(T)``,
 convolution that models train with, and times all four), shows that VO-RoPE with the causal weights
 :math:`a_{mn} = \gamma^{m-n}` is this recurrence with the complex decay
 :math:`\gamma e^{-i\theta_k}` on pair ``k`` read as a complex number
-(J. Su, kexue.fm/archives/10862, 2025), and trains three small sequence models
-built on it:
+(J. Su, kexue.fm/archives/10862, 2025), that with content weights
+:math:`(q_m \cdot k_n)\gamma^{m-n}` it is a recurrence with a matrix state
+whose complex decay sits on the value index (:func:`vo_rope_linear_attention`),
+and trains three small sequence models built on it:
 
 * ``"real"``: a diagonal linear recurrence with real decays in ``(0, 1)``;
 * ``"complex"``: the LRU of Orvieto et al. 2023 (arXiv:2303.06349): complex
@@ -45,7 +47,7 @@ from rope_lessons._checks import (
     check_positive_number,
 )
 from rope_lessons.attention import rotate_inputs, rotate_output
-from rope_lessons.rope import Rope, frequencies
+from rope_lessons.rope import Rope, frequencies, read_pairs, write_pairs
 
 MixerKind = Literal["real", "complex", "retnet"]
 MIXER_KINDS: tuple[MixerKind, ...] = get_args(MixerKind)
@@ -235,6 +237,65 @@ def vo_rope_weighted_sum(
         raise ValueError(f"weights must be a (..., T, T) tensor with T = {v.shape[-2]}")
     rotated = rotate_inputs(v, v, v, placement="vo", rope=rope)[2]  # R_n v_n
     return rotate_output(weights.to(v.dtype) @ rotated, placement="vo", rope=rope)  # R_m^T (...)
+
+
+def vo_rope_linear_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, gamma: float, base: float = 10000.0
+) -> torch.Tensor:
+    r"""Decayed linear attention with VO-RoPE, run as an RNN with a matrix state.
+
+    With the content weights :math:`a_{mn} = (q_m \cdot k_n)\, \gamma^{m-n}` for
+    :math:`n \le m` (no softmax; VO-RoPE leaves queries and keys unrotated),
+
+    .. math::
+        o_m = R_m^\top \sum_{n \le m} a_{mn} R_n v_n
+            = \Big(\sum_{n \le m} \gamma^{m-n} R_{n-m}\, v_n k_n^\top\Big) q_m
+            = S_m q_m,
+        \qquad S_m = \gamma R_{-1} S_{m-1} + v_m k_m^\top, \quad S_{-1} = 0,
+
+    since :math:`R_m^\top R_n = R_{n-m}` and :math:`R_{-1} R_{n-m+1} = R_{n-m}`.
+    :math:`R_{-1}` acts on the rows of the ``D x D_k`` state, the value index:
+    read as complex numbers (pair ``p`` of each column), row pair ``p`` decays by
+    :math:`\gamma e^{-i\theta_p}` (:func:`vo_rope_decay`), so each column ``j``
+    is the vector recurrence of :func:`vo_rope_decay` driven by
+    :math:`k_m[j]\, v_m`. That is how it is computed here: one
+    :func:`linear_recurrence` over ``D_k * D/2`` complex channels. It is the
+    mirror image of retention (:class:`RetentionMixer`), whose state
+    :math:`\sum \gamma^{t-u} (R_u k_u) v_u^\top`, read by :math:`R_t q_t`,
+    carries the complex decay on the *key* index (Sun et al. 2023 derive
+    retention from exactly such a diagonalised complex recurrence).
+
+    Args:
+        q: queries ``(B, H, T, D_k)``.
+        k: keys ``(B, H, T, D_k)``.
+        v: values ``(B, H, T, D)``, ``D`` even.
+        gamma: the real decay, in ``(0, 1]``.
+        base: RoPE's base (interleaved layout, the course's convention).
+
+    Returns:
+        Outputs ``(B, H, T, D)``, complex arithmetic in the precision of the inputs.
+
+    Raises:
+        ValueError: tensors not 4-D, shapes that do not match, ``D`` odd;
+            ``gamma`` or ``base`` out of range (:func:`vo_rope_decay`).
+    """
+    for name, tensor in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(tensor, torch.Tensor) or tensor.ndim != 4:
+            raise ValueError(f"{name} must be a (batch, heads, seq, dim) tensor")
+        if not tensor.is_floating_point():
+            raise TypeError(f"{name} must have a real floating dtype, got {tensor.dtype}")
+    if q.shape != k.shape or v.shape[:3] != q.shape[:3] or v.shape[-1] % 2:
+        raise ValueError(
+            f"need q and k (B, H, T, D_k) and v (B, H, T, D) with D even, got "
+            f"{tuple(q.shape)}, {tuple(k.shape)} and {tuple(v.shape)}"
+        )
+    dim, key_dim = v.shape[-1], k.shape[-1]
+    outer = v.unsqueeze(-1) * k.unsqueeze(-2)  # (B, H, T, D, D_k): v_m k_m^T
+    pairs = read_pairs(outer.transpose(-1, -2))  # (B, H, T, D_k, D/2): row pairs, per column
+    decay = vo_rope_decay(gamma, dim, base).to(pairs.dtype).repeat(key_dim)  # (D_k * D/2,)
+    states = linear_recurrence(pairs.flatten(-2), decay).unflatten(-1, (key_dim, dim // 2))
+    state = write_pairs(states).transpose(-1, -2)  # (B, H, T, D, D_k): S_m
+    return (state @ q.unsqueeze(-1)).squeeze(-1)  # (B, H, T, D): S_m q_m
 
 
 # --- three small sequence models -----------------------------------------------------

@@ -31,9 +31,10 @@ from rope_lessons.recurrence import (
     retnet_decays,
     retnet_effective_decays,
     vo_rope_decay,
+    vo_rope_linear_attention,
     vo_rope_weighted_sum,
 )
-from rope_lessons.rope import frequencies, read_pairs, write_pairs
+from rope_lessons.rope import Rope, frequencies, read_pairs, rotation_matrix, write_pairs
 from rope_lessons.synthetic import CopyAtLag
 
 Recurrence = Callable[[torch.Tensor, complex], torch.Tensor]
@@ -365,3 +366,54 @@ def test_loglog_slope_refuses_a_single_length() -> None:
         loglog_slope([64, 64, 64], [1.0, 2.0, 3.0])
     with pytest.raises(ValueError, match="positive"):
         loglog_slope([1, 2], [1.0, 0.0])
+
+
+# --- linear attention with VO-RoPE: a matrix state -----------------------------------
+
+
+@settings(max_examples=25)
+@given(
+    seed=seeds,
+    seq_len=st.integers(1, 20),
+    gamma=st.floats(0.05, 1.0),
+    key_dim=st.integers(1, 5),
+    base=st.sampled_from([10000.0, 30.0]),
+)
+def test_vo_linear_attention_is_the_parallel_vo_attention(
+    seed: int, seq_len: int, gamma: float, key_dim: int, base: float
+) -> None:
+    """S_m q_m is R_m^T sum_n (q_m . k_n) gamma^(m-n) R_n v_n, with the package's rotations."""
+    q, k = (random_features(2, 2, seq_len, key_dim, seed=seed + i) for i in range(2))
+    v = random_features(2, 2, seq_len, 6, seed=seed + 2)
+    weights = (q @ k.transpose(-2, -1)) * decay_powers(
+        torch.tensor(gamma, dtype=torch.float64), seq_len
+    )  # (B, H, T, T), causal
+    parallel = vo_rope_weighted_sum(v, weights, rope=Rope(6, base))
+    torch.testing.assert_close(vo_rope_linear_attention(q, k, v, gamma, base), parallel)
+
+
+def test_vo_linear_attention_state_turns_by_r_minus_one() -> None:
+    """The explicit matrix recurrence S_m = gamma R_{-1} S_{m-1} + v_m k_m^T; R_{+1} is wrong."""
+    q, k, v = (random_features(1, 1, 12, 8, seed=i) for i in range(3))
+    expected = vo_rope_linear_attention(q, k, v, 0.9)
+    for position, should_match in ((-1, True), (1, False)):
+        turn = rotation_matrix(position, 8)  # (D, D)
+        state = torch.zeros(8, 8, dtype=torch.float64)
+        outputs = []
+        for m in range(12):
+            state = 0.9 * turn @ state + torch.outer(v[0, 0, m], k[0, 0, m])
+            outputs.append(state @ q[0, 0, m])
+        gap = (torch.stack(outputs) - expected[0, 0]).abs().max()
+        assert (gap < 1e-10) == should_match
+
+
+def test_vo_linear_attention_refuses_bad_shapes() -> None:
+    q = torch.zeros(1, 1, 4, 3)
+    with pytest.raises(ValueError, match="D even"):
+        vo_rope_linear_attention(q, q, torch.zeros(1, 1, 4, 5), 0.9)
+    with pytest.raises(ValueError, match="D even"):
+        vo_rope_linear_attention(q, torch.zeros(1, 1, 4, 2), torch.zeros(1, 1, 4, 4), 0.9)
+    with pytest.raises(ValueError, match="q must"):
+        vo_rope_linear_attention(q[0], q, torch.zeros(1, 1, 4, 4), 0.9)
+    with pytest.raises(ValueError, match="gamma"):
+        vo_rope_linear_attention(q, q, torch.zeros(1, 1, 4, 4), 1.5)
