@@ -556,23 +556,40 @@ class RecurrentModel(nn.Module):
 
 @dataclass(frozen=True)
 class DelayFit:
-    """The best linear readout of a delay line: its RMS error and the size of its weights."""
+    """The best linear readout of a delay line: its RMS error, the size of its weights, h(d).
+
+    ``response`` is :math:`h(d)` for ``d = 0 .. horizon - 1``.
+    """
 
     error: float
     weight_norm: float
+    response: tuple[float, ...]
 
 
-def delay_readout(decays: torch.Tensor, lag: int, horizon: int) -> DelayFit:
+def delay_readout(
+    decays: torch.Tensor, lag: int, horizon: int, *, budget: float | None = None
+) -> DelayFit:
     r"""How well a linear readout of the states can pick out the input ``lag`` steps back.
 
     A recurrence with decays :math:`\lambda_j` and readout weights ``c`` answers
     an impulse ``d`` steps ago with :math:`h(d) = \mathrm{Re} \sum_j c_j \lambda_j^d`.
     A delay line needs :math:`h(d) = 1` at ``d = lag`` and ``0`` elsewhere. This
-    fits ``c`` by least squares over ``d = 0 .. horizon - 1`` (the minimum-norm
-    solution) and reports the root-mean-square error and the Euclidean norm of
-    ``c``: a small error bought with enormous, cancelling weights is out of
-    reach of training and of float32. Real decays get real ``c``, complex ones
-    complex ``c``, so ``n`` complex decays have as many free numbers as ``2n`` real ones.
+    fits ``c`` by least squares over ``d = 0 .. horizon - 1`` and reports the
+    root-mean-square error, the Euclidean norm of ``c`` and :math:`h` itself.
+    The trivial readout ``c = 0`` scores ``1/sqrt(horizon)`` (``budget=0``);
+    an error is only as good as its distance below that. Real decays get real
+    ``c``, complex ones complex ``c``, so ``n`` complex decays have as many free
+    numbers as ``2n`` real ones.
+
+    Without ``budget``, ``c`` is LAPACK's minimum-norm least-squares solution
+    (``gelsd``, whose default cutoff keeps singular values down to about
+    ``1e-16`` of the largest): a small error may then be bought with enormous,
+    cancelling weights, out of reach of training and of float32. With
+    ``budget``, ``c`` is the best readout with :math:`\lVert c \rVert \le`
+    ``budget``: ridge regression, :math:`\min \lVert Pc - e \rVert^2 + \alpha
+    \lVert c \rVert^2`, with :math:`\alpha \ge 0` found by bisection so that the
+    norm meets the budget (the Lagrange form of the constrained problem, so
+    the answer is its exact optimum); that compares decay sets on equal terms.
 
     Only decays in the closed unit disc :math:`|\lambda_j| \le 1` are accepted:
     they are the stable recurrences this chapter is about (LRU's
@@ -588,10 +605,13 @@ def delay_readout(decays: torch.Tensor, lag: int, horizon: int) -> DelayFit:
         decays: ``(n,)`` real or complex, finite, :math:`|\lambda_j| \le 1`.
         lag: the delay to reproduce, ``0 <= lag < horizon``.
         horizon: how many distances are scored.
+        budget: the largest norm of ``c`` allowed, ``>= 0``; None for the
+            minimum-norm least-squares solution.
 
     Raises:
         TypeError: ``decays`` not a 1-D float or complex tensor.
-        ValueError: a decay not finite or outside the unit disc; ``lag`` out of range.
+        ValueError: a decay not finite or outside the unit disc; ``lag`` out of
+            range; ``budget`` negative or not finite.
     """
     if (
         not isinstance(decays, torch.Tensor)
@@ -616,9 +636,54 @@ def delay_readout(decays: torch.Tensor, lag: int, horizon: int) -> DelayFit:
         powers = torch.cat((powers.real, -powers.imag), dim=-1)  # (horizon, 2n)
     target = torch.zeros(horizon, 1, dtype=torch.float64)
     target[lag] = 1.0
-    weights = torch.linalg.lstsq(powers, target, driver="gelsd").solution
-    error = float((powers @ weights - target).square().mean().sqrt())
-    return DelayFit(error=error, weight_norm=float(weights.norm()))
+    if budget is None:
+        weights = torch.linalg.lstsq(powers, target, driver="gelsd").solution
+    else:
+        weights = _ridge_within_budget(powers, target, budget)
+    response = (powers @ weights)[:, 0]  # (horizon,): h(d)
+    error = float((response - target[:, 0]).square().mean().sqrt())
+    return DelayFit(
+        error=error, weight_norm=float(weights.norm()), response=tuple(response.tolist())
+    )
+
+
+def _ridge_within_budget(powers: torch.Tensor, target: torch.Tensor, budget: float) -> torch.Tensor:
+    r"""The least-squares ``c`` with :math:`\lVert c \rVert \le` ``budget``, ``(m, 1)`` float64.
+
+    From the SVD :math:`P = U S V^\top`, ridge gives
+    :math:`c(\alpha) = V \,\mathrm{diag}(s / (s^2 + \alpha))\, U^\top e`, whose norm
+    falls as :math:`\alpha` grows. If the minimum-norm solution (``alpha = 0``,
+    singular values dropped below the cutoff of ``torch.linalg.lstsq``) fits the budget it
+    is the answer; otherwise :math:`\alpha` is bisected on a log scale until
+    the norm equals the budget.
+    """
+    if isinstance(budget, bool) or not isinstance(budget, (int, float)):
+        raise TypeError(f"budget must be a number, got {type(budget).__name__}")
+    if not (math.isfinite(budget) and budget >= 0):
+        raise ValueError(f"budget must be finite and >= 0, got {budget}")
+    if budget == 0:
+        return torch.zeros(powers.shape[1], 1, dtype=powers.dtype)
+    u, s, vh = torch.linalg.svd(powers, full_matrices=False)
+    projected = (u.transpose(0, 1) @ target)[:, 0]  # (r,)
+    kept = s > s.max() * torch.finfo(s.dtype).eps * max(powers.shape)  # lstsq's default cutoff
+
+    def coefficients(alpha: float) -> torch.Tensor:
+        ratio: torch.Tensor = torch.where(kept, s / (s.square() + alpha), 0.0) * projected
+        return ratio  # (r,)
+
+    if float(coefficients(0.0).norm()) > budget:
+        low, high = 1e-300, float(projected.norm() * s.max()) / budget  # norm(high) <= budget
+        for _ in range(200):
+            middle = math.sqrt(low * high)
+            if float(coefficients(middle).norm()) > budget:
+                low = middle
+            else:
+                high = middle
+        alpha = high
+    else:
+        alpha = 0.0
+    weights: torch.Tensor = vh.transpose(0, 1) @ coefficients(alpha)[:, None]
+    return weights  # (m, 1)
 
 
 def prediction_lags(model: nn.Module, tokens: torch.Tensor, max_lag: int) -> torch.Tensor:

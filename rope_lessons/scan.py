@@ -139,16 +139,17 @@ def linear_recurrence_fft(x: torch.Tensor, decay: torch.Tensor | complex) -> tor
     if x.dtype not in FFT_DTYPES:
         raise TypeError(f"linear_recurrence_fft computes in {FFT_DTYPES}, got {x.dtype}")
     seq_len = x.shape[-2]
-    kernel = decay_kernel(decay, seq_len)  # (T,) or (n, T)
-    kernel = kernel[:, None] if decay.ndim == 0 else kernel.T  # (T, 1) or (T, n)
+    kernel = decay_kernel(decay, seq_len)  # (T,) or (n, T): lambda^d
+    kernel = kernel[None, :] if decay.ndim == 0 else kernel  # (1, T) or (n, T)
+    signal = x.transpose(-1, -2)  # (..., n, T): transform along the last dimension
     size = 1 << (2 * seq_len - 1).bit_length()  # a power of two >= 2T - 1: no wrap-around
     if x.is_complex():
-        spectrum = torch.fft.fft(x, n=size, dim=-2) * torch.fft.fft(kernel, n=size, dim=-2)
-        states: torch.Tensor = torch.fft.ifft(spectrum, n=size, dim=-2)
+        spectrum = torch.fft.fft(signal, n=size) * torch.fft.fft(kernel, n=size)
+        states: torch.Tensor = torch.fft.ifft(spectrum, n=size)
     else:
-        spectrum = torch.fft.rfft(x, n=size, dim=-2) * torch.fft.rfft(kernel, n=size, dim=-2)
-        states = torch.fft.irfft(spectrum, n=size, dim=-2)
-    return states[..., :seq_len, :]  # (..., T, n)
+        spectrum = torch.fft.rfft(signal, n=size) * torch.fft.rfft(kernel, n=size)
+        states = torch.fft.irfft(spectrum, n=size)
+    return states[..., :seq_len].transpose(-1, -2)  # (..., T, n)
 
 
 STEP = "step by step"

@@ -417,3 +417,65 @@ def test_vo_linear_attention_refuses_bad_shapes() -> None:
         vo_rope_linear_attention(q[0], q, torch.zeros(1, 1, 4, 4), 0.9)
     with pytest.raises(ValueError, match="gamma"):
         vo_rope_linear_attention(q, q, torch.zeros(1, 1, 4, 4), 1.5)
+
+
+# --- the delay line at a fixed weight budget ------------------------------------------
+
+
+def test_delay_readout_baseline_and_response() -> None:
+    """c = 0 scores 1/sqrt(horizon); the response is h(d) = Re sum c_j lambda_j^d."""
+    decays = random_decays(6, seed=2, max_modulus=0.95)
+    trivial = delay_readout(decays, 3, 64, budget=0.0)
+    assert trivial.error == pytest.approx(1 / 8) and trivial.weight_norm == 0.0
+    assert trivial.response == (0.0,) * 64
+    ring = torch.polar(torch.ones(8, dtype=torch.float64), torch.arange(8.0).double() * math.pi / 4)
+    exact = delay_readout(ring, 5, 8)
+    assert exact.response == pytest.approx([float(d == 5) for d in range(8)], abs=1e-10)
+
+
+@settings(max_examples=20)
+@given(seed=seeds, lag=st.integers(0, 15), budget=st.floats(0.01, 50.0), complex_=st.booleans())
+def test_budgeted_readout_is_the_constrained_optimum(
+    seed: int, lag: int, budget: float, complex_: bool
+) -> None:
+    """Within budget, no better than the free fit, no worse than c = 0 or a smaller budget."""
+    decays = random_decays(5, seed, max_modulus=0.99)
+    if not complex_:
+        decays = decays.abs()
+    fit = delay_readout(decays, lag, 16, budget=budget)
+    free = delay_readout(decays, lag, 16)
+    assert fit.weight_norm <= budget * (1 + 1e-9)
+    assert fit.error >= free.error - 1e-9  # a constraint cannot help
+    assert fit.error <= delay_readout(decays, lag, 16, budget=0.0).error + 1e-12
+    if free.weight_norm <= budget:
+        assert fit.error == pytest.approx(free.error, abs=1e-9)
+    else:
+        assert fit.weight_norm == pytest.approx(budget, rel=1e-6)
+        bigger = delay_readout(decays, lag, 16, budget=budget * 1.5)
+        assert bigger.error <= fit.error + 1e-12  # more budget, no worse
+
+
+def test_budgeted_readout_by_hand() -> None:
+    """One real decay 0 answers only d = 0: c = min(1, budget), error from the rest."""
+    for budget, weight in ((0.25, 0.25), (3.0, 1.0)):
+        fit = delay_readout(torch.zeros(1, dtype=torch.float64), 0, 4, budget=budget)
+        assert fit.weight_norm == pytest.approx(weight)
+        assert fit.error == pytest.approx(math.sqrt((1 - weight) ** 2 / 4))
+    with pytest.raises(ValueError, match="budget"):
+        delay_readout(torch.zeros(1), 0, 4, budget=-1.0)
+    with pytest.raises(ValueError, match="budget"):
+        delay_readout(torch.zeros(1), 0, 4, budget=float("inf"))
+
+
+def test_budgeted_readout_matches_a_search_over_the_circle() -> None:
+    """Two real decays: the best c with |c| = 0.2 found by brute force over its angle."""
+    decays = torch.tensor([0.3, 0.9], dtype=torch.float64)
+    assert delay_readout(decays, 3, 16).weight_norm > 0.2  # so the optimum lies on the circle
+    fit = delay_readout(decays, 3, 16, budget=0.2)
+    powers = decays[None, :] ** torch.arange(16, dtype=torch.float64)[:, None]  # (16, 2)
+    angle = torch.linspace(0, 2 * math.pi, 200_001, dtype=torch.float64)
+    weights = 0.2 * torch.stack((angle.cos(), angle.sin()))  # (2, A)
+    target = torch.zeros(16, 1, dtype=torch.float64)
+    target[3] = 1.0
+    errors = (powers @ weights - target).square().mean(dim=0).sqrt()
+    assert fit.error == pytest.approx(float(errors.min()), abs=1e-9)
