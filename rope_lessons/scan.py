@@ -23,7 +23,7 @@ models train with:
   :math:`\lambda^d`, ``d = 0 .. T-1``
   (:func:`~rope_lessons.recurrence.decay_kernel`), done by FFT in
   ``O(T log T)`` per channel: the "convolutional view" of S4 (Gu et al. 2022,
-  arXiv:2111.00396) and of retention's parallel form.
+  arXiv:2111.00396).
 
 :func:`time_recurrence_forms` times all four in the same repeats and
 :func:`fitted_slopes` fits each one's log-log slope of time against length
