@@ -7,9 +7,9 @@ computes it both ways (:func:`linear_recurrence` step by step in ``O(T)``,
 :func:`linear_recurrence_parallel` as one ``T x T`` weighted sum in
 ``O(T^2)``; :mod:`rope_lessons.scan` adds the associative scan and the FFT
 convolution that models train with, and times all four), shows that VO-RoPE
-with the causal weights :math:`a_{mn} = \gamma^{m-n}` is this recurrence with the complex decay
-:math:`\gamma e^{-i\theta_k}` on pair ``k`` read as a complex number
-(J. Su, kexue.fm/archives/10862, 2025), that with content weights
+with the causal weights :math:`a_{mn} = \gamma^{m-n}` is this recurrence with
+the complex decay :math:`\gamma e^{-i\theta_k}` on pair ``k`` read as a
+complex number (J. Su, kexue.fm/archives/10862, 2025), that with content weights
 :math:`(q_m \cdot k_n)\gamma^{m-n}` it is a recurrence with a matrix state
 whose complex decay sits on the value index (:func:`vo_rope_linear_attention`),
 and trains three small sequence models built on it:
