@@ -29,7 +29,9 @@ Modules, in the order the course uses them:
 * :mod:`rope_lessons.runtime`: device, preset and seed for the notebooks;
 * :mod:`rope_lessons.benchmark`: timing of the RoPE forms;
 * :mod:`rope_lessons.recurrence`: linear recurrences with real and complex decay,
-  VO-RoPE as one of them, and chapter 7's small recurrent models.
+  VO-RoPE as one of them, and chapter 7's small recurrent models;
+* :mod:`rope_lessons.scan`: the parallel forms models train with (associative
+  scan, FFT convolution) and the timing of all four forms (chapter 7).
 """
 
 from rope_lessons.attention import attention, rotate_inputs, rotate_output

@@ -5,6 +5,7 @@ from __future__ import annotations
 import cmath
 import dataclasses
 import math
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -29,12 +30,14 @@ from rope_lessons.recurrence import (
     prediction_lags,
     retnet_decays,
     retnet_effective_decays,
-    time_forms,
     vo_rope_decay,
+    vo_rope_linear_attention,
     vo_rope_weighted_sum,
 )
-from rope_lessons.rope import frequencies, read_pairs, write_pairs
+from rope_lessons.rope import Rope, frequencies, read_pairs, rotation_matrix, write_pairs
 from rope_lessons.synthetic import CopyAtLag
+
+Recurrence = Callable[[torch.Tensor, complex], torch.Tensor]
 
 seeds = st.integers(0, 2**16)
 moduli = st.floats(0.0, 1.0)
@@ -266,10 +269,7 @@ def test_prediction_lags_finds_the_lag() -> None:
     assert agreement[[0, 1, 2, 4, 5, 6]].max() < 0.15  # chance is 1/16
 
 
-def test_timing_and_slopes() -> None:
-    timings = time_forms((4, 8), channels=2, min_run_time=0.001)
-    assert [t.length for t in timings] == [4, 8]
-    assert all(t.recurrent > 0 and t.parallel > 0 for t in timings)
+def test_loglog_slopes() -> None:
     assert loglog_slope([10, 100, 1000], [2e-3, 2e-1, 20.0]) == pytest.approx(2.0)
     assert loglog_slope((1, 2, 4), [3.0, 6.0, 12.0]) == pytest.approx(1.0)
     with pytest.raises(ValueError, match="pairs"):
@@ -322,3 +322,160 @@ def test_bad_input_is_refused() -> None:
         delay_readout(torch.ones(2, 2), 1, 10)
     with pytest.raises(ValueError, match="max_lag"):
         prediction_lags(ShiftOracle(1, 4), torch.zeros(2, 3, dtype=torch.long), max_lag=3)
+
+
+# --- issue 18: the code fixes of chapter 7 -------------------------------------------
+
+
+@pytest.mark.parametrize("form", [linear_recurrence, linear_recurrence_parallel])
+def test_a_number_decay_is_used_at_the_input_precision(form: Recurrence) -> None:
+    """0.9 as a Python float must not pass through float32 for float64 input."""
+    x = torch.zeros(1000, 1, dtype=torch.float64)
+    x[0] = 1.0
+    states = form(x, 0.9)
+    assert states.dtype == torch.float64
+    assert float(states[-1, 0]) == pytest.approx(0.9**999, rel=1e-12, abs=0)
+    complex_states = form(x.to(torch.complex128), 0.9j)
+    assert complex(complex_states[-1, 0]) == pytest.approx((0.9j) ** 999, rel=1e-12, abs=0)
+
+
+@pytest.mark.parametrize("form", [linear_recurrence, linear_recurrence_parallel])
+def test_an_empty_sequence_is_refused_alike_by_both_forms(form: Recurrence) -> None:
+    with pytest.raises(ValueError, match="at least one step"):
+        form(torch.zeros(2, 0, 3), 0.5)
+
+
+def test_delay_readout_refuses_non_finite_decays() -> None:
+    for bad in (float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="finite"):
+            delay_readout(torch.tensor([0.5, bad]), 1, 8)
+        with pytest.raises(ValueError, match="finite"):
+            delay_readout(torch.tensor([0.5, complex(bad, 0.0)]), 1, 8)
+
+
+def test_delay_readout_refuses_decays_outside_the_unit_disc() -> None:
+    with pytest.raises(ValueError, match="unit disc"):
+        delay_readout(torch.tensor([0.5, 1.5]), 1, 64)
+    with pytest.raises(ValueError, match="unit disc"):
+        delay_readout(torch.polar(torch.tensor([1.01]), torch.tensor([0.3])), 1, 64)
+    assert delay_readout(torch.tensor([1.0, -1.0]), 1, 4).error < 0.5  # the circle itself is fine
+
+
+def test_loglog_slope_refuses_a_single_length() -> None:
+    with pytest.raises(ValueError, match="distinct"):
+        loglog_slope([64, 64, 64], [1.0, 2.0, 3.0])
+    with pytest.raises(ValueError, match="positive"):
+        loglog_slope([1, 2], [1.0, 0.0])
+
+
+# --- linear attention with VO-RoPE: a matrix state -----------------------------------
+
+
+@settings(max_examples=25)
+@given(
+    seed=seeds,
+    seq_len=st.integers(1, 20),
+    gamma=st.floats(0.05, 1.0),
+    key_dim=st.integers(1, 5),
+    base=st.sampled_from([10000.0, 30.0]),
+)
+def test_vo_linear_attention_is_the_parallel_vo_attention(
+    seed: int, seq_len: int, gamma: float, key_dim: int, base: float
+) -> None:
+    """S_m q_m is R_m^T sum_n (q_m . k_n) gamma^(m-n) R_n v_n, with the package's rotations."""
+    q, k = (random_features(2, 2, seq_len, key_dim, seed=seed + i) for i in range(2))
+    v = random_features(2, 2, seq_len, 6, seed=seed + 2)
+    weights = (q @ k.transpose(-2, -1)) * decay_powers(
+        torch.tensor(gamma, dtype=torch.float64), seq_len
+    )  # (B, H, T, T), causal
+    parallel = vo_rope_weighted_sum(v, weights, rope=Rope(6, base))
+    torch.testing.assert_close(vo_rope_linear_attention(q, k, v, gamma, base), parallel)
+
+
+def test_vo_linear_attention_state_turns_by_r_minus_one() -> None:
+    """The explicit matrix recurrence S_m = gamma R_{-1} S_{m-1} + v_m k_m^T; R_{+1} is wrong."""
+    q, k, v = (random_features(1, 1, 12, 8, seed=i) for i in range(3))
+    expected = vo_rope_linear_attention(q, k, v, 0.9)
+    for position, should_match in ((-1, True), (1, False)):
+        turn = rotation_matrix(position, 8)  # (D, D)
+        state = torch.zeros(8, 8, dtype=torch.float64)
+        outputs = []
+        for m in range(12):
+            state = 0.9 * turn @ state + torch.outer(v[0, 0, m], k[0, 0, m])
+            outputs.append(state @ q[0, 0, m])
+        gap = (torch.stack(outputs) - expected[0, 0]).abs().max()
+        assert (gap < 1e-10) == should_match
+
+
+def test_vo_linear_attention_refuses_bad_shapes() -> None:
+    q = torch.zeros(1, 1, 4, 3)
+    with pytest.raises(ValueError, match="D even"):
+        vo_rope_linear_attention(q, q, torch.zeros(1, 1, 4, 5), 0.9)
+    with pytest.raises(ValueError, match="D even"):
+        vo_rope_linear_attention(q, torch.zeros(1, 1, 4, 2), torch.zeros(1, 1, 4, 4), 0.9)
+    with pytest.raises(ValueError, match="q must"):
+        vo_rope_linear_attention(q[0], q, torch.zeros(1, 1, 4, 4), 0.9)
+    with pytest.raises(ValueError, match="gamma"):
+        vo_rope_linear_attention(q, q, torch.zeros(1, 1, 4, 4), 1.5)
+
+
+# --- the delay line at a fixed weight budget ------------------------------------------
+
+
+def test_delay_readout_baseline_and_response() -> None:
+    """c = 0 scores 1/sqrt(horizon); the response is h(d) = Re sum c_j lambda_j^d."""
+    decays = random_decays(6, seed=2, max_modulus=0.95)
+    trivial = delay_readout(decays, 3, 64, budget=0.0)
+    assert trivial.error == pytest.approx(1 / 8) and trivial.weight_norm == 0.0
+    assert trivial.response == (0.0,) * 64
+    ring = torch.polar(torch.ones(8, dtype=torch.float64), torch.arange(8.0).double() * math.pi / 4)
+    exact = delay_readout(ring, 5, 8)
+    assert exact.response == pytest.approx([float(d == 5) for d in range(8)], abs=1e-10)
+
+
+@settings(max_examples=20)
+@given(seed=seeds, lag=st.integers(0, 15), budget=st.floats(0.01, 50.0), complex_=st.booleans())
+def test_budgeted_readout_is_the_constrained_optimum(
+    seed: int, lag: int, budget: float, complex_: bool
+) -> None:
+    """Within budget, no better than the free fit, no worse than c = 0 or a smaller budget."""
+    decays = random_decays(5, seed, max_modulus=0.99)
+    if not complex_:
+        decays = decays.abs()
+    fit = delay_readout(decays, lag, 16, budget=budget)
+    free = delay_readout(decays, lag, 16)
+    assert fit.weight_norm <= budget * (1 + 1e-9)
+    assert fit.error >= free.error - 1e-9  # a constraint cannot help
+    assert fit.error <= delay_readout(decays, lag, 16, budget=0.0).error + 1e-12
+    if free.weight_norm <= budget:
+        assert fit.error == pytest.approx(free.error, abs=1e-9)
+    else:
+        assert fit.weight_norm == pytest.approx(budget, rel=1e-6)
+        bigger = delay_readout(decays, lag, 16, budget=budget * 1.5)
+        assert bigger.error <= fit.error + 1e-12  # more budget, no worse
+
+
+def test_budgeted_readout_by_hand() -> None:
+    """One real decay 0 answers only d = 0: c = min(1, budget), error from the rest."""
+    for budget, weight in ((0.25, 0.25), (3.0, 1.0)):
+        fit = delay_readout(torch.zeros(1, dtype=torch.float64), 0, 4, budget=budget)
+        assert fit.weight_norm == pytest.approx(weight)
+        assert fit.error == pytest.approx(math.sqrt((1 - weight) ** 2 / 4))
+    with pytest.raises(ValueError, match="budget"):
+        delay_readout(torch.zeros(1), 0, 4, budget=-1.0)
+    with pytest.raises(ValueError, match="budget"):
+        delay_readout(torch.zeros(1), 0, 4, budget=float("inf"))
+
+
+def test_budgeted_readout_matches_a_search_over_the_circle() -> None:
+    """Two real decays: the best c with |c| = 0.2 found by brute force over its angle."""
+    decays = torch.tensor([0.3, 0.9], dtype=torch.float64)
+    assert delay_readout(decays, 3, 16).weight_norm > 0.2  # so the optimum lies on the circle
+    fit = delay_readout(decays, 3, 16, budget=0.2)
+    powers = decays[None, :] ** torch.arange(16, dtype=torch.float64)[:, None]  # (16, 2)
+    angle = torch.linspace(0, 2 * math.pi, 200_001, dtype=torch.float64)
+    weights = 0.2 * torch.stack((angle.cos(), angle.sin()))  # (2, A)
+    target = torch.zeros(16, 1, dtype=torch.float64)
+    target[3] = 1.0
+    errors = (powers @ weights - target).square().mean(dim=0).sqrt()
+    assert fit.error == pytest.approx(float(errors.min()), abs=1e-9)

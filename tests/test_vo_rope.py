@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -204,6 +205,35 @@ def test_tau_tail_matches_enumeration() -> None:
         kendall_tau_tail(1.5, n)
     with pytest.raises(ValueError, match="n must be >= 2"):
         kendall_tau_tail(0.0, 1)
+
+
+def _exact_tau_tail(tau: float, n: int) -> Fraction:
+    """P(tau >= ``tau``) for ``n`` items from the Mahonian numbers, in exact integers."""
+    pairs = n * (n - 1) // 2
+    most = math.floor((1 - Fraction(tau).limit_denominator()) * pairs / 2)  # tau >= t: I <= most
+    counts = [1]  # permutations of 1 item by number of inversions, cut at `most`
+    for size in range(2, n + 1):  # inserting item `size` adds 0 .. size-1 inversions
+        prefix = [0, *itertools.accumulate(counts)]
+        top = min(most, len(counts) - 1 + size - 1)
+        counts = [
+            prefix[min(i, len(counts) - 1) + 1] - prefix[max(0, i - size + 1)]
+            for i in range(top + 1)
+        ]
+    return Fraction(sum(counts), math.factorial(n))
+
+
+def test_tau_tail_for_many_items_matches_exact_integers() -> None:
+    """n! overflows a float from n = 171: the tail must still be a probability, and exact."""
+    assert _exact_tau_tail(0.5, 9) == Fraction(13_640, 362_880)  # the 7! check's method, n = 9
+    assert kendall_tau_tail(0.5, 9) == pytest.approx(0.0376, abs=5e-5)
+    for tau in (0.5, 0.1, -0.05):
+        exact = float(_exact_tau_tail(tau, 200))
+        assert kendall_tau_tail(tau, 200) == pytest.approx(exact, rel=1e-9, abs=0)
+    # the normal approximation, var(tau) = 2(2n+5) / (9n(n-1)), is good near the centre
+    sd = math.sqrt(2 * (2 * 200 + 5) / (9 * 200 * 199))
+    assert kendall_tau_tail(0.1, 200) == pytest.approx(
+        0.5 * math.erfc(0.1 / sd / math.sqrt(2)), rel=0.05
+    )
 
 
 def test_bootstrap_with_identical_seeds_has_no_spread() -> None:
