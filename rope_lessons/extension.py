@@ -7,16 +7,21 @@ attention scale), a :class:`~rope_lessons.rope.Rope` spec, so a trained model
 is extended by handing it that spec:
 
 * :func:`scaled_frequencies`: position interpolation ("linear", Chen et al.
-  2023), NTK-aware scaling ("ntk", bloc97 2023), YaRN ("yarn", Peng et al.
-  2023) and Llama 3's scaling ("llama3"), with the conventions of Hugging Face
-  transformers' ``ROPE_INIT_FUNCTIONS`` (pair 0 fastest);
+  2023), NTK-aware scaling ("ntk", bloc97 2023, with its factor
+  :math:`\alpha` free), dynamic NTK ("dynamic", a new base for each sequence
+  length), YaRN ("yarn", Peng et al. 2023, with the ramp of the reference code
+  or of the paper) and Llama 3's scaling ("llama3"), with the conventions of
+  Hugging Face transformers' ``ROPE_INIT_FUNCTIONS`` (pair 0 fastest);
+* :func:`safe_distances`: for each pair, how far a spec can be read before
+  the pair leaves the angles it met in training;
 * :func:`critical_pair` and :func:`base_lower_bound`: which pairs see every
   angle during training (Liu et al. 2023), and the smallest base for which
   RoPE's "semantic aggregation" sum stays non-negative over a context (Men et
   al. 2024, with Su's brute-force search);
 * :func:`extended`: a copy of a trained model with a new spec (frequencies
-  and attention factor: YaRN's, on queries and keys as Hugging Face applies
-  it) and optionally Su's log-length scaling of the queries;
+  and attention factor: YaRN's, on the queries and keys of its rotary layers,
+  as Hugging Face applies it) and optionally Su's log-length scaling of the
+  queries;
 * :func:`band_losses` and :func:`attention_entropy`: held-out loss per
   position band and the entropy of each layer's attention rows.
 
@@ -29,6 +34,8 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+import numbers
+import operator
 from collections.abc import Callable, Sequence
 from typing import Literal, get_args
 
@@ -50,42 +57,116 @@ from rope_lessons.synthetic import Batch, Task, batch_sampler
 from rope_lessons.training import train
 
 Method = Literal["linear", "ntk", "yarn", "llama3"]
+"""The four static tables of chapter 8's stored sweep (one table per factor)."""
 METHODS: tuple[Method, ...] = get_args(Method)
+ExtensionMethod = Literal["linear", "ntk", "dynamic", "yarn", "llama3"]
+"""Every method :func:`scaled_frequencies` builds: :data:`METHODS` and dynamic NTK."""
+EXTENSION_METHODS: tuple[ExtensionMethod, ...] = get_args(ExtensionMethod)
+Ramp = Literal["pairs", "turns"]
+"""YaRN's ramp: linear in the pair index (reference code, transformers) or in the turns."""
+RAMPS: tuple[Ramp, ...] = get_args(Ramp)
+
+_TINY = torch.finfo(torch.float64).tiny  # the smallest normal float64
+_LOG_MAX = math.log(torch.finfo(torch.float64).max)
 
 
-def yarn_attention_factor(factor: float) -> float:
+def _integer(value: object, name: str) -> int:
+    """``value`` as an int >= 1; NumPy's integers are accepted like Python's (not bools)."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        value = operator.index(value)
+    return check_positive_int(value, name)
+
+
+def _number(value: object, name: str) -> float:
+    """``value`` as a finite float > 0; NumPy's integers and floats are accepted."""
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        value = float(value)
+    return check_positive_number(value, name)
+
+
+def _even_dim(value: object, name: str) -> int:
+    """``value`` as a positive even int; NumPy's integers are accepted."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        value = operator.index(value)
+    return check_even_dim(value, name)
+
+
+def yarn_attention_factor(
+    factor: float, mscale: float | None = None, mscale_all_dim: float | None = None
+) -> float:
     r"""YaRN's factor on queries and keys: :math:`0.1 \ln s + 1` for ``s > 1``, else 1.
 
     Hugging Face multiplies the cosines and sines by it, so the queries and
     the keys both grow by it and the attention logits by its square: Peng et
     al.'s :math:`1/t` with :math:`\sqrt{1/t} = 0.1 \ln s + 1`.
+
+    With ``mscale`` and ``mscale_all_dim`` (DeepSeek's parameters, as
+    transformers reads them) it is instead
+    :math:`(0.1\,\text{mscale}\ln s + 1)/(0.1\,\text{mscale\_all\_dim}\ln s + 1)`;
+    transformers ignores either of them without the other, so this function
+    refuses one alone.
     """
-    factor = check_positive_number(factor, "factor")
-    return 1.0 if factor <= 1.0 else 0.1 * math.log(factor) + 1.0
+    factor = _number(factor, "factor")
+    if (mscale is None) != (mscale_all_dim is None):
+        raise ValueError(
+            "give mscale and mscale_all_dim together (transformers ignores either one alone "
+            f"and uses 0.1 ln s + 1), got mscale={mscale}, mscale_all_dim={mscale_all_dim}"
+        )
+
+    def get(scale: float) -> float:
+        return 1.0 if factor <= 1.0 else 0.1 * scale * math.log(factor) + 1.0
+
+    if mscale is None or mscale_all_dim is None:
+        return get(1.0)
+    return get(_number(mscale, "mscale")) / get(_number(mscale_all_dim, "mscale_all_dim"))
 
 
 def yarn_ramp(
-    dim: int, base: float, original_length: int, beta_fast: float, beta_slow: float
+    dim: int,
+    base: float,
+    original_length: int,
+    beta_fast: float,
+    beta_slow: float,
+    *,
+    ramp: Ramp = "pairs",
+    truncate: bool = True,
 ) -> torch.Tensor:
     r"""YaRN's interpolation weight per pair: 0 keeps the pair, 1 divides its frequency by ``s``.
 
-    Pair ``k`` turns :math:`L/\lambda_k` times over the original length
+    Pair ``k`` turns :math:`r_k = L/\lambda_k` times over the original length
     ``L``. Pairs turning more than ``beta_fast`` times are kept, pairs turning
-    fewer than ``beta_slow`` times are interpolated, and the weight ramps
-    linearly in between. As in Hugging Face (``truncate=True``, the paper's
-    choice), the ramp's ends are the fractional pair indices of those turn
-    counts, floored and ceiled and clipped to ``[0, d - 1]``.
+    fewer than ``beta_slow`` times are interpolated. In between, two ramps are
+    in use:
+
+    * ``ramp="turns"``: Peng et al.'s :math:`\gamma(r)`, linear in
+      :math:`r_k`; the weight is :math:`1 - \mathrm{clip}(g_k, 0, 1)` with
+      :math:`g_k = (r_k - \beta_\text{slow})/(\beta_\text{fast} - \beta_\text{slow})`.
+    * ``ramp="pairs"`` (the default): the reference code's and transformers'
+      ramp, linear in the pair index ``k`` between the fractional indices of
+      the pairs turning ``beta_fast`` and ``beta_slow`` times; with
+      ``truncate`` (transformers' default) these ends are floored and ceiled,
+      and in every case clipped to ``[0, d - 1]``.
 
     Returns:
-        float64 tensor ``(d/2,)`` with values in [0, 1], non-decreasing.
+        float64 tensor ``(d/2,)`` with values in [0, 1], non-decreasing in ``k``.
     """
+    ramp = check_choice(ramp, "ramp", RAMPS)
+    if not isinstance(truncate, bool):
+        raise TypeError(f"truncate must be a bool, got {type(truncate).__name__}")
+    if ramp == "turns":
+        if not truncate:
+            raise ValueError("truncate applies to the ramp in pairs only (ramp='pairs')")
+        turns = original_length / wavelengths(dim, base)  # (d/2,)
+        return 1.0 - ((turns - beta_slow) / (beta_fast - beta_slow)).clamp(0.0, 1.0)
 
     def pair_turning(turns: float) -> float:
         # the (fractional) pair index k whose wavelength fits `turns` times into L
         return dim * math.log(original_length / (turns * 2.0 * math.pi)) / (2.0 * math.log(base))
 
-    low = max(math.floor(pair_turning(beta_fast)), 0)
-    high = float(min(math.ceil(pair_turning(beta_slow)), dim - 1))
+    low, high = pair_turning(beta_fast), pair_turning(beta_slow)
+    if truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
     if low == high:
         high += 0.001  # Hugging Face's guard against a zero-width ramp
     k = torch.arange(dim // 2, dtype=torch.float64)
@@ -101,7 +182,8 @@ def llama3_weight(
     those longer than ``L / low_freq_factor`` are interpolated, and in
     between the *frequency* is blended as :math:`(1-w)\,\theta/s + w\,\theta`
     with :math:`w = (L/\lambda - \text{low}) / (\text{high} - \text{low})`;
-    this returns ``1 - w`` there.
+    this returns ``1 - w`` there (Meta's ``apply_scaling``, as transformers
+    implements it).
 
     Returns:
         float64 tensor ``(d/2,)`` with values in [0, 1].
@@ -113,15 +195,51 @@ def llama3_weight(
     return torch.where(wavelength > original_length / low_freq_factor, 1.0, weight)
 
 
+def dynamic_ntk_alpha(factor: float, original_length: int, length: int) -> float:
+    r"""Dynamic NTK's :math:`\alpha` at sequence length :math:`\ell`: :math:`s\ell/L - (s - 1)`,
+    or 1 for :math:`\ell \le L`.
+
+    It is 1 at :math:`\ell = L` and grows linearly with :math:`\ell`; at the
+    target length :math:`sL` it reaches :math:`s^2 - s + 1`, well above
+    :math:`s`.
+    """
+    factor = _number(factor, "factor")
+    original_length = _integer(original_length, "original_length")
+    length = _integer(length, "length")
+    if length <= original_length:
+        return 1.0
+    return factor * length / original_length - (factor - 1.0)
+
+
+def _ntk_base(d: int, base: float, alpha: float) -> float:
+    """NTK-aware scaling's new base ``base * alpha ** (d / (d - 2))``, refused if it overflows."""
+    if d < 4:
+        raise ValueError(f"d must be >= 4 for NTK-aware scaling (exponent d/(d-2)), got {d}")
+    exponent = d / (d - 2)
+    if math.log(base) + exponent * math.log(alpha) >= _LOG_MAX:
+        raise ValueError(
+            f"alpha = {alpha:g} is too large: the new base {base:g} * alpha ** {exponent:.4g} "
+            "overflows float64"
+        )
+    return float(base * alpha**exponent)
+
+
 def scaled_frequencies(
     d: int,
-    method: Method,
+    method: ExtensionMethod,
     *,
     factor: float,
     original_length: int,
     base: float = 10000.0,
+    alpha: float | None = None,
+    length: int | None = None,
     beta_fast: float = 32.0,
     beta_slow: float = 1.0,
+    ramp: Ramp = "pairs",
+    truncate: bool = True,
+    mscale: float | None = None,
+    mscale_all_dim: float | None = None,
+    attention_factor: float | None = None,
     low_freq_factor: float = 1.0,
     high_freq_factor: float = 4.0,
     layout: Layout = "interleaved",
@@ -132,25 +250,38 @@ def scaled_frequencies(
     and the extension factor :math:`s` (new length over ``original_length``):
 
     * ``"linear"`` (position interpolation): :math:`\theta_k / s`, every pair.
-    * ``"ntk"`` (NTK-aware): a new base :math:`b\,s^{d/(d-2)}`, so pair 0 is
-      unchanged and the slowest pair is divided by exactly :math:`s`.
-    * ``"yarn"``: :math:`(1-\gamma_k)\,\theta_k + \gamma_k\,\theta_k/s` with
-      :func:`yarn_ramp`'s :math:`\gamma_k`, and the factor
-      :func:`yarn_attention_factor`.
+    * ``"ntk"`` (NTK-aware): a new base :math:`b\,\alpha^{d/(d-2)}`, so pair 0
+      is unchanged and the slowest pair is divided by exactly :math:`\alpha`
+      (default :math:`\alpha = s`; Peng et al. note that in practice it must
+      be set above :math:`s`).
+    * ``"dynamic"`` (dynamic NTK): ``"ntk"`` with
+      :math:`\alpha = s\ell/L - (s-1)` for the sequence length :math:`\ell`
+      (``length``, :func:`dynamic_ntk_alpha`), plain RoPE for :math:`\ell \le L`.
+    * ``"yarn"``: :math:`(1-w_k)\,\theta_k + w_k\,\theta_k/s` with
+      :func:`yarn_ramp`'s weight :math:`w_k` (``ramp``, ``truncate``), and an
+      attention factor: ``attention_factor`` if given, else
+      :func:`yarn_attention_factor` (with ``mscale``, ``mscale_all_dim``).
     * ``"llama3"``: the same blend with :func:`llama3_weight`.
 
     The attention factor multiplies queries and keys (Hugging Face multiplies
-    cos and sin by it); it is 1 for every method but YaRN. ``linear``,
-    ``yarn`` and ``llama3`` equal transformers' ``_compute_linear_scaling_rope_parameters``,
-    ``_compute_yarn_parameters`` and ``_compute_llama3_parameters`` (tested).
+    cos and sin by it); it is 1 for every method but YaRN. Every method equals
+    transformers' ``ROPE_INIT_FUNCTIONS`` (``dynamic`` at sequence length
+    ``length``; tested), except YaRN's ``ramp="turns"``, which transformers
+    does not have. NumPy integers and floats are accepted where ints and
+    floats are.
 
     Args:
         d: head dimension (even).
-        method: one of :data:`METHODS`.
+        method: one of :data:`EXTENSION_METHODS`.
         factor: the extension factor :math:`s \ge 1`.
-        original_length: the trained context length ``L`` (yarn, llama3).
+        original_length: the trained context length ``L``.
         base: RoPE's base :math:`b`.
+        alpha: NTK-aware's :math:`\alpha \ge 1` (``"ntk"`` only; default ``factor``).
+        length: the sequence length :math:`\ell` (``"dynamic"`` only, required).
         beta_fast, beta_slow: YaRN's turn counts (``beta_fast > beta_slow > 0``).
+        ramp, truncate: YaRN's ramp (see :func:`yarn_ramp`).
+        mscale, mscale_all_dim: YaRN's attention-factor parameters, together.
+        attention_factor: YaRN's attention factor, given explicitly (> 0).
         low_freq_factor, high_freq_factor: Llama 3's wavelength bounds
             (``0 < low_freq_factor < high_freq_factor``).
         layout: the layout of the spec (that of the model it extends).
@@ -161,44 +292,139 @@ def scaled_frequencies(
         ``attention_factor`` is YaRN's for ``"yarn"`` and 1 otherwise; pass it
         to :func:`~rope_lessons.attention.attention` as ``rope=``, to
         :meth:`~rope_lessons.rope.Rope.apply` or to :func:`extended`.
+
+    Raises:
+        ValueError: on a parameter given to a method that does not use it, or
+            a factor so large that a frequency underflows float64.
     """
-    d = check_even_dim(d, "d")
-    method = check_choice(method, "method", METHODS)
-    factor = check_positive_number(factor, "factor")
+    d = _even_dim(d, "d")
+    method = check_choice(method, "method", EXTENSION_METHODS)
+    factor = _number(factor, "factor")
     if factor < 1.0:
         raise ValueError(f"factor must be >= 1 (an extension, not a compression), got {factor}")
-    original_length = check_positive_int(original_length, "original_length")
-    base = check_base(base)
+    original_length = _integer(original_length, "original_length")
+    base = check_base(_number(base, "base"))
+    _refuse_unused(
+        method,
+        {
+            "alpha": (alpha is not None, ("ntk",)),
+            "length": (length is not None, ("dynamic",)),
+            "ramp": (ramp != "pairs", ("yarn",)),
+            "truncate": (truncate is not True, ("yarn",)),
+            "mscale": (mscale is not None, ("yarn",)),
+            "mscale_all_dim": (mscale_all_dim is not None, ("yarn",)),
+            "attention_factor": (attention_factor is not None, ("yarn",)),
+        },
+    )
     theta = frequencies(d, base)
+    scale = 1.0
     if method == "linear":
-        return Rope.from_theta(theta / factor, layout)
-    if method == "ntk":
-        if d < 4:
-            raise ValueError(f"d must be >= 4 for NTK-aware scaling (exponent d/(d-2)), got {d}")
-        return Rope.from_theta(frequencies(d, base * factor ** (d / (d - 2))), layout)
-    if method == "yarn":
-        beta_fast = check_positive_number(beta_fast, "beta_fast")
-        beta_slow = check_positive_number(beta_slow, "beta_slow")
+        new = theta / factor
+    elif method in ("ntk", "dynamic"):
+        if method == "ntk":
+            alpha = factor if alpha is None else _number(alpha, "alpha")
+            if alpha < 1.0:
+                raise ValueError(f"alpha must be >= 1, got {alpha}")
+        else:
+            if length is None:
+                raise ValueError("method 'dynamic' needs length= (the sequence length read)")
+            alpha = dynamic_ntk_alpha(factor, original_length, length)
+        new = theta if alpha == 1.0 else frequencies(d, _ntk_base(d, base, alpha))
+    elif method == "yarn":
+        beta_fast = _number(beta_fast, "beta_fast")
+        beta_slow = _number(beta_slow, "beta_slow")
         if beta_fast <= beta_slow:
             raise ValueError(
                 f"beta_fast must exceed beta_slow (pairs turning more than beta_fast times are "
                 f"kept), got beta_fast={beta_fast}, beta_slow={beta_slow}"
             )
-        weight = yarn_ramp(d, base, original_length, beta_fast, beta_slow)
-        return Rope.from_theta(
-            (1.0 - weight) * theta + weight * theta / factor,
-            layout,
-            attention_factor=yarn_attention_factor(factor),
+        if attention_factor is not None:
+            if mscale is not None or mscale_all_dim is not None:
+                raise ValueError("give attention_factor or mscale and mscale_all_dim, not both")
+            scale = _number(attention_factor, "attention_factor")
+        else:
+            scale = yarn_attention_factor(factor, mscale, mscale_all_dim)
+        weight = yarn_ramp(
+            d, base, original_length, beta_fast, beta_slow, ramp=ramp, truncate=truncate
         )
-    low_freq_factor = check_positive_number(low_freq_factor, "low_freq_factor")
-    high_freq_factor = check_positive_number(high_freq_factor, "high_freq_factor")
-    if low_freq_factor >= high_freq_factor:
+        new = (1.0 - weight) * theta + weight * theta / factor
+    else:
+        low_freq_factor = _number(low_freq_factor, "low_freq_factor")
+        high_freq_factor = _number(high_freq_factor, "high_freq_factor")
+        if low_freq_factor >= high_freq_factor:
+            raise ValueError(
+                f"low_freq_factor must be below high_freq_factor, got low_freq_factor="
+                f"{low_freq_factor}, high_freq_factor={high_freq_factor}"
+            )
+        weight = llama3_weight(d, base, original_length, low_freq_factor, high_freq_factor)
+        new = (1.0 - weight) * theta + weight * theta / factor
+    if not bool((new >= _TINY).all()):
         raise ValueError(
-            f"low_freq_factor must be below high_freq_factor, got low_freq_factor="
-            f"{low_freq_factor}, high_freq_factor={high_freq_factor}"
+            f"factor = {factor:g} is too large: the slowest frequency of {method!r} falls below "
+            "the smallest normal float64"
         )
-    weight = llama3_weight(d, base, original_length, low_freq_factor, high_freq_factor)
-    return Rope.from_theta((1.0 - weight) * theta + weight * theta / factor, layout)
+    return Rope.from_theta(new, layout, attention_factor=scale)
+
+
+def _refuse_unused(method: str, given: dict[str, tuple[bool, tuple[str, ...]]]) -> None:
+    """Refuse a parameter set away from its default for a method that does not read it."""
+    for name, (is_set, users) in given.items():
+        if is_set and method not in users:
+            raise ValueError(
+                f"{name} is a parameter of {' and '.join(users)} only, not of method {method!r}"
+            )
+
+
+def safe_distances(rope: Rope, trained: Rope, original_length: int) -> torch.Tensor:
+    r"""Per pair, the longest distance up to which ``rope`` keeps it on angles met in training.
+
+    A model trained with ``trained`` on ``original_length`` = :math:`L`
+    tokens met, on pair :math:`k`, the angles :math:`m\theta_k` for
+    :math:`m = 0..L-1`. If the pair turns fully within :math:`L`
+    (:math:`\lambda_k \le L`, as in :func:`critical_pair`; the arc it leaves
+    out is then no wider than one step) it met every angle, and every
+    distance is safe. Otherwise it met the arc :math:`[0, (L-1)\theta_k]`,
+    and read with the new frequency :math:`\theta'_k` it stays on that arc up
+    to distance :math:`\lfloor (L-1)\theta_k/\theta'_k \rfloor` (a relative
+    tolerance of :math:`10^{-9}` absorbs float rounding at the edge).
+
+    For plain RoPE this is :math:`L - 1` on the slow pairs; position
+    interpolation multiplies it by :math:`s`, NTK-aware scaling by the pair's
+    own division factor.
+
+    Args:
+        rope: the spec read (e.g. :func:`scaled_frequencies`).
+        trained: the spec the model was trained with, of the same dimension.
+        original_length: :math:`L`.
+
+    Returns:
+        float64 tensor ``(d/2,)``: the safe distance of each pair, ``inf``
+        where every distance is safe (the pair turned fully in training, or
+        the new frequency is 0).
+
+    Raises:
+        ValueError: if a pair of ``rope`` turns so much faster than in
+            training that one step could jump over the unseen arc
+            (:math:`\theta'_k > 2\pi - (L-1)\theta_k`): its safe distance is
+            not a single threshold.
+    """
+    for name, spec in (("rope", rope), ("trained", trained)):
+        if not isinstance(spec, Rope):
+            raise TypeError(f"{name} must be a Rope spec, got {type(spec).__name__}")
+    trained.check_dim(rope.dim, "the dimension of rope")
+    original_length = _integer(original_length, "original_length")
+    theta, new = trained.theta, rope.theta  # (d/2,) each
+    arc = (original_length - 1) * theta
+    full = 2.0 * math.pi / theta <= original_length  # inf wavelength where theta = 0
+    jumps = ~full & (new > 2.0 * math.pi - arc)
+    if bool(jumps.any()):
+        pairs = torch.nonzero(jumps).flatten().tolist()
+        raise ValueError(
+            f"pairs {pairs} of rope turn by more per position than the arc their trained "
+            "angles left unseen: a step can jump over it, so no single safe distance exists"
+        )
+    safe = torch.floor(arc / new * (1.0 + 1e-9))
+    return torch.where(full | (new == 0.0), math.inf, safe)
 
 
 def critical_pair(d: int, original_length: int, base: float = 10000.0) -> int:
@@ -213,23 +439,25 @@ def critical_pair(d: int, original_length: int, base: float = 10000.0) -> int:
     Returns:
         an int in ``[0, d/2]`` (``d/2``: every pair turns fully).
     """
-    d = check_even_dim(d, "d")
-    original_length = check_positive_int(original_length, "original_length")
-    return int((wavelengths(d, check_base(base)) <= original_length).sum())
+    d = _even_dim(d, "d")
+    original_length = _integer(original_length, "original_length")
+    return int((wavelengths(d, check_base(_number(base, "base"))) <= original_length).sum())
 
 
-def aggregation_sum(d: int, length: int, base: float) -> torch.Tensor:
+def aggregation_sum(d: int, length: int, base: float, *, p: float = 1.0) -> torch.Tensor:
     r"""Men et al.'s :math:`B_b(m) = \sum_k \cos(m\,\theta_k)` for distances ``m < length``.
 
     For a query with i.i.d. entries of variance :math:`\sigma^2`, the expected
     score of a key similar to it beats that of a random key by
     :math:`2\sigma^2 B_b(m)`; a negative value means RoPE prefers the random key.
+    With partial rotation (``p < 1``, :func:`~rope_lessons.rope.frequencies`)
+    the pairs that do not turn add 1 each at every distance.
 
     Returns:
         float64 tensor ``(length,)``.
     """
-    m = torch.arange(check_positive_int(length, "length"), dtype=torch.float64)
-    theta = frequencies(check_even_dim(d, "d"), base)
+    m = torch.arange(_integer(length, "length"), dtype=torch.float64)
+    theta = frequencies(_even_dim(d, "d"), base, p=p)
     return torch.cos(m[:, None] * theta).sum(-1)
 
 
@@ -250,16 +478,22 @@ def base_lower_bound(
     geometric grid of ``per_decade`` bases per decade from ``low`` (default:
     ``length``) up to ``high`` (default: ``1000 * length``) and returns the
     first base that passes; a window narrower than one grid step can still
-    be missed, so a finer grid can only lower the answer.
+    be missed, so a finer grid can only lower the answer. Men et al. present
+    the bound as a necessary condition for the context; it is a property of
+    random queries, not a measured cliff.
 
     Raises:
-        ValueError: if no base on the grid passes.
+        ValueError: if ``low > high``, if no base on the grid passes, or if
+            the first base of the grid (``low``) already passes (the bound
+            may then lie below the grid: lower ``low``).
     """
-    length = check_positive_int(length, "length")
-    d = check_even_dim(d, "d")
-    per_decade = check_positive_int(per_decade, "per_decade")
-    low = check_base(float(length) if low is None else low)
-    high = check_positive_number(1000.0 * length if high is None else high, "high")
+    length = _integer(length, "length")
+    d = _even_dim(d, "d")
+    per_decade = _integer(per_decade, "per_decade")
+    low = check_base(_number(float(length) if low is None else low, "low"))
+    high = _number(1000.0 * length if high is None else high, "high")
+    if low > high:
+        raise ValueError(f"low must not exceed high, got low={low:g}, high={high:g}")
     steps = math.ceil((math.log10(high) - math.log10(low)) * per_decade) + 1
     grid = torch.logspace(math.log10(low), math.log10(high), steps, dtype=torch.float64)
     m = torch.arange(length, dtype=torch.float64)
@@ -276,7 +510,13 @@ def base_lower_bound(
             if not bool(alive.any()):
                 break
         if bool(alive.any()):
-            return float(bases[alive][0])
+            first = int(torch.nonzero(alive)[0]) + start
+            if first == 0:
+                raise ValueError(
+                    f"the first base of the grid, low={low:g}, already keeps B(m) >= 0 for "
+                    f"every m < {length}: the bound may lie below it; lower low"
+                )
+            return float(grid[first])
     raise ValueError(f"no base in [{low}, {high}] keeps B(m) >= 0 for every m < {length}")
 
 
@@ -294,9 +534,10 @@ def extended(
         rope: the new spec (e.g. from :func:`scaled_frequencies`), of the
             model's head dimension and layout; None keeps the model's. Its
             frequencies replace the model's whole ladder (p-RoPE's cut
-            included), and its attention factor multiplies every layer's
-            queries and keys (so the logits by its square), as Hugging Face
-            applies YaRN's factor.
+            included), and its attention factor multiplies the queries and
+            keys of every rotary layer (so the logits by its square), as
+            Hugging Face applies YaRN's factor; the model's NoPE layers
+            (``nope_layers``) keep factor 1.
         log_scale_from: if given (the trained length ``L``), the query at
             position ``m`` is also multiplied by
             :math:`\max(1, \log(m+1)/\log L)`: Su's log-length scaling, which
@@ -312,7 +553,7 @@ def extended(
     if rope is not None and not isinstance(rope, Rope):
         raise TypeError(f"rope must be a Rope spec or None, got {type(rope).__name__}")
     if log_scale_from is not None:
-        log_scale_from = check_positive_int(log_scale_from, "log_scale_from")
+        log_scale_from = _integer(log_scale_from, "log_scale_from")
         if log_scale_from < 2:
             raise ValueError(
                 f"log_scale_from must be >= 2 (log of it divides), got {log_scale_from}"
@@ -332,6 +573,14 @@ def extended(
     copy = TinyTransformer(config).to(next(model.parameters()).device)
     copy.load_state_dict(model.state_dict())
     copy.eval()
+    if rope is not None and rope.attention_factor != 1.0 and config.nope_layers:
+        # the factor belongs to the rotated queries and keys: the NoPE layers keep 1
+        unscaled = dataclasses.replace(config, rope=Rope.from_theta(rope.theta, rope.layout))
+        for layer in config.nope_layers:
+            block = copy.blocks[layer]
+            if not isinstance(block.attn, SelfAttention):
+                raise TypeError(f"layer {layer} has no SelfAttention")
+            block.attn.config = unscaled
     if log_scale_from is not None:
         hook = _query_log_scaling(config.dim, log_scale_from)
         for module in copy.modules():
@@ -345,13 +594,22 @@ def log_length_scale(length: int, original_length: int) -> torch.Tensor:
 
     A causal query at position ``m`` sees ``m + 1`` keys; multiplying its
     logits by :math:`\log(m+1)/\log L` keeps the entropy of its attention
-    roughly what it was at the trained length ``L`` (Su 2021, kexue.fm 8823).
+    roughly what it was at the trained length ``L``. Su (2021, kexue.fm 8823)
+    proposes training with a :math:`\log_{512} n` factor; applying it only
+    past the trained length, clamped at 1 as here, is the inference-time
+    variant (Qwen's "LogN-Scaling").
 
     Returns:
         float64 tensor ``(length,)``, 1 up to position ``L - 1``.
+
+    Raises:
+        ValueError: if ``original_length < 2`` (its logarithm divides).
     """
-    m = torch.arange(check_positive_int(length, "length"), dtype=torch.float64)
-    scale = torch.log(m + 1.0) / math.log(check_positive_int(original_length, "original_length"))
+    m = torch.arange(_integer(length, "length"), dtype=torch.float64)
+    original_length = _integer(original_length, "original_length")
+    if original_length < 2:
+        raise ValueError(f"original_length must be >= 2 (log of it divides), got {original_length}")
+    scale = torch.log(m + 1.0) / math.log(original_length)
     return scale.clamp(min=1.0)
 
 

@@ -165,7 +165,7 @@ def test_the_spec_goes_straight_to_attention_and_apply(method: Method, layout: L
 @pytest.mark.parametrize(
     ("kwargs", "error", "match"),
     [
-        ({"method": "dynamic"}, ValueError, "method"),
+        ({"method": "cubic"}, ValueError, "method"),
         ({"factor": 0.5}, ValueError, "factor"),
         ({"factor": float("nan")}, ValueError, "factor"),
         ({"original_length": 0}, ValueError, "original_length"),
