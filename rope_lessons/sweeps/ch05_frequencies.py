@@ -25,7 +25,7 @@ budget (3200 steps, run once outside the stored sweep: ``corpus`` seeds 0 and
 moved none of the chapter's findings: the fastest quarter's share of query
 norm² 0.42, 0.39, 0.36 (0.43 and 0.39 at 1600 steps, means over seeds), the
 still pairs' share 0.23, 0.21, 0.22 against even shares of 0.50 and 0.56, the
-same peak pair (5), and removing the fastest quarter costing 1.1 to 1.2 nats
+same peak pair (5), and removing the fastest quarter costing 1.0 to 1.2 nats
 more than its norm-matched control.
 
 After training, :func:`frequency_analysis` measures on held-out data at the
