@@ -21,7 +21,9 @@ Three jobs, each small:
 * **Rank agreement.** :func:`kendall_tau` (tau-b, with ties),
   :func:`ranks`, the exact null tail :func:`kendall_tau_tail` and
   :func:`bootstrap_kendall_tau`, to compare a toy ranking of the nine
-  placements with Su's (kexue.fm/archives/10862).
+  placements with Su's (kexue.fm/archives/10862); :func:`rank_pairs` and
+  :func:`noise_tiers` say which pairs the toy seeds resolve (a paired 95%
+  interval) and which ones Su calls about equal (:data:`SU_2025_TIERS`).
 
 Shapes: ``B`` batch, ``H`` heads, ``T`` sequence length, ``D`` head dimension,
 ``S`` seeds, ``P`` placements.
@@ -29,8 +31,10 @@ Shapes: ``B`` batch, ``H`` heads, ``T`` sequence length, ``D`` head dimension,
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -405,6 +409,152 @@ SU_2025_LOSSES: dict[str, float] = {
     "q": 2.851,
     "v": 2.856,
 }
-"""Final training loss of each placement on Su's ~1B LLaMA-like model
-(kexue.fm/archives/10862, 2025); keys are the placement names of
-:data:`~rope_lessons.attention.PLACEMENTS`."""
+"""Final loss of each placement on Su's ~1B LLaMA-like model
+(kexue.fm/archives/10862, 2025; his table says only "loss", not which split);
+keys are the placement names of :data:`~rope_lessons.attention.PLACEMENTS`."""
+
+SU_2025_TIERS: dict[str, int] = {
+    "qk": 1,
+    "qkvo": 1,
+    "k": 2,
+    "vo": 2,
+    "qkv": 3,
+    "nope": 4,
+    "o": 5,
+    "q": 5,
+    "v": 5,
+}
+"""Su's own rough ordering of the same table, as tiers (1 best): QK ~ QKVO >
+K ~ VO > QKV > NoPE > Q/V/O (kexue.fm/archives/10862). Placements in one tier
+are the ones he calls about equal."""
+
+T_QUANTILE_975 = (
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+)  # fmt: skip
+"""Two-sided 95% quantiles of Student's t (0.975) for 1 to 30 degrees of freedom;
+beyond 30 the last entry is used (slightly wide)."""
+
+
+@dataclass(frozen=True)
+class RankPair:
+    """One pair of placements in a toy ranking set beside a published one.
+
+    ``first`` comes before ``second`` in the published order (lower or equal
+    published loss). Differences are ``second - first``, so a positive
+    ``difference`` agrees with the published order.
+
+    Attributes:
+        first, second: placement names.
+        difference: mean over seeds of the paired toy difference.
+        half_width: half-width of its paired 95% interval (Student's t);
+            infinite with one seed.
+        reference_difference: published ``second - first``.
+        same_tier: the publication puts both in one tier (calls them about equal).
+    """
+
+    first: str
+    second: str
+    difference: float
+    half_width: float
+    reference_difference: float
+    same_tier: bool
+
+    @property
+    def resolved(self) -> bool:
+        """The toy seeds order the pair: the 95% interval excludes zero."""
+        return abs(self.difference) > self.half_width
+
+    @property
+    def discordant(self) -> bool:
+        """The toy seed means and the published losses order the pair oppositely."""
+        return self.difference * self.reference_difference < 0
+
+    @property
+    def verdict(self) -> str:
+        """``agree``/``disagree`` when both sides order the pair; else which side ties it."""
+        if self.same_tier and not self.resolved:
+            return "tie on both sides"
+        if self.same_tier:
+            return "published tie"
+        if not self.resolved:
+            return "toy within noise"
+        return "disagree" if self.discordant else "agree"
+
+
+def rank_pairs(
+    losses: FloatArray, names: Sequence[str], reference: dict[str, float], tiers: dict[str, int]
+) -> list[RankPair]:
+    """Every pair of placements: the toy's paired 95% interval beside the published order.
+
+    Args:
+        losses: ``(P, S)``: the toy loss of each placement (rows, in the order
+            of ``names``) for each seed (columns; the same seed in a column
+            means the same initial weights and batches, so differences are paired).
+        names: the ``P`` placement names.
+        reference: the published loss of every name.
+        tiers: the published tier of every name (equal tier: called about equal).
+
+    Returns:
+        The ``P (P - 1) / 2`` pairs, ``first`` before ``second`` in the published order.
+    """
+    table = np.asarray(losses, dtype=np.float64)
+    if table.ndim != 2 or table.shape[0] != len(names):
+        raise ValueError(
+            f"losses must have shape (len(names), seeds) = ({len(names)}, S), got {table.shape}"
+        )
+    if not np.isfinite(table).all():
+        raise ValueError("losses must be finite")
+    missing = [n for n in names if n not in reference or n not in tiers]
+    if missing:
+        raise ValueError(f"no published loss or tier for {missing}")
+    seeds = table.shape[1]
+    t = T_QUANTILE_975[min(seeds - 1, len(T_QUANTILE_975)) - 1] if seeds > 1 else math.inf
+    ordered = sorted(range(len(names)), key=lambda i: reference[names[i]])
+    pairs = []
+    for a, i in enumerate(ordered):
+        for j in ordered[a + 1 :]:
+            gaps = table[j] - table[i]  # (S,), second - first
+            spread = float(gaps.std(ddof=1)) / math.sqrt(seeds) if seeds > 1 else math.inf
+            pairs.append(
+                RankPair(
+                    first=names[i],
+                    second=names[j],
+                    difference=float(gaps.mean()),
+                    half_width=t * spread if seeds > 1 else math.inf,
+                    reference_difference=reference[names[j]] - reference[names[i]],
+                    same_tier=tiers[names[i]] == tiers[names[j]],
+                )
+            )
+    return pairs
+
+
+def noise_tiers(losses: FloatArray, names: Sequence[str]) -> list[list[str]]:
+    """The toy ranking as tiers: sorted by seed mean, a new tier wherever neighbours separate.
+
+    Two neighbours in the sorted order share a tier when the paired 95%
+    interval of their difference (as in :func:`rank_pairs`) includes zero.
+    A tier can therefore hold two placements that are resolved from each
+    other through a chain of unresolved neighbours.
+
+    >>> noise_tiers(np.array([[1.0, 1.1, 0.9], [1.05, 1.0, 1.0], [2.0, 2.1, 2.2]]), "abc")
+    [['a', 'b'], ['c']]
+    """
+    table = np.asarray(losses, dtype=np.float64)
+    if table.ndim != 2 or table.shape[0] != len(names):
+        raise ValueError(
+            f"losses must have shape (len(names), seeds) = ({len(names)}, S), got {table.shape}"
+        )
+    seeds = table.shape[1]
+    t = T_QUANTILE_975[min(seeds - 1, len(T_QUANTILE_975)) - 1] if seeds > 1 else math.inf
+    order = np.argsort(table.mean(axis=1), kind="stable")
+    tiers = [[names[order[0]]]]
+    for previous, current in itertools.pairwise(order):
+        gaps = table[current] - table[previous]
+        spread = float(gaps.std(ddof=1)) / math.sqrt(seeds) if seeds > 1 else math.inf
+        if abs(float(gaps.mean())) > t * spread:
+            tiers.append([names[current]])
+        else:
+            tiers[-1].append(names[current])
+    return tiers

@@ -21,6 +21,8 @@ from rope_lessons.synthetic import IGNORE, CopyAtLag, MarkerDistance, batch_samp
 from rope_lessons.vo_rope import (
     READ_BATCH,
     SU_2025_LOSSES,
+    SU_2025_TIERS,
+    T_QUANTILE_975,
     WITHOUT_VALUE_TURN,
     bootstrap_kendall_tau,
     cache_bytes_per_token,
@@ -28,6 +30,8 @@ from rope_lessons.vo_rope import (
     kendall_tau,
     kendall_tau_tail,
     key_and_value_streams,
+    noise_tiers,
+    rank_pairs,
     ranks,
     reading_stats,
     shift_change,
@@ -252,6 +256,43 @@ def test_bootstrap_with_identical_seeds_has_no_spread() -> None:
 def test_su_table_covers_the_nine_placements_in_his_order() -> None:
     assert set(SU_2025_LOSSES) == set(PLACEMENTS)
     assert list(SU_2025_LOSSES) == sorted(SU_2025_LOSSES, key=SU_2025_LOSSES.__getitem__)
+    assert list(SU_2025_TIERS) == list(SU_2025_LOSSES)  # his tiers follow his losses
+    assert list(SU_2025_TIERS.values()) == sorted(SU_2025_TIERS.values())
+
+
+def test_rank_pairs_by_hand() -> None:
+    names = ["a", "b", "c"]
+    reference = {"a": 1.0, "b": 2.0, "c": 3.0}
+    tiers = {"a": 1, "b": 1, "c": 2}
+    # b - a = (0.2, 0.2, 0.2): no spread, resolved, same direction as the reference
+    # c - a = (-1, -1, -1): resolved against the reference; c - b: likewise
+    losses = np.array([[1.0, 2.0, 3.0], [1.2, 2.2, 3.2], [0.0, 1.0, 2.0]])
+    pairs = {(p.first, p.second): p for p in rank_pairs(losses, names, reference, tiers)}
+    assert list(pairs) == [("a", "b"), ("a", "c"), ("b", "c")]
+    assert pairs["a", "b"].difference == pytest.approx(0.2)
+    assert pairs["a", "b"].verdict == "published tie" and not pairs["a", "b"].discordant
+    assert pairs["a", "c"].verdict == "disagree" and pairs["a", "c"].discordant
+    assert pairs["b", "c"].reference_difference == pytest.approx(1.0)
+    # noisy differences: the paired t interval, checked against its formula
+    noisy = np.array([[1.0, 1.0, 1.0], [1.1, 0.9, 1.3], [5.0, 5.0, 5.0]])
+    gap = next(p for p in rank_pairs(noisy, names, reference, tiers) if p.second == "b")
+    assert gap.half_width == pytest.approx(T_QUANTILE_975[1] * 0.2 / math.sqrt(3))
+    assert not gap.resolved and gap.verdict == "tie on both sides"
+    one_seed = rank_pairs(losses[:, :1], names, reference, tiers)
+    assert all(math.isinf(p.half_width) and not p.resolved for p in one_seed)
+    with pytest.raises(ValueError, match="shape"):
+        rank_pairs(losses[:2], names, reference, tiers)
+    with pytest.raises(ValueError, match="no published"):
+        rank_pairs(losses, names, {"a": 1.0, "b": 2.0}, tiers)
+
+
+def test_noise_tiers_split_where_neighbours_separate() -> None:
+    names = ["a", "b", "c", "d"]
+    losses = np.array(
+        [[2.0, 2.1, 1.9], [1.0, 1.1, 0.9], [1.02, 1.0, 1.01], [3.0, 3.0, 3.1]]
+    )  # b and c tie, then a, then d
+    assert noise_tiers(losses, names) == [["b", "c"], ["a"], ["d"]]
+    assert noise_tiers(losses[:, :1], names) == [["b", "c", "a", "d"]]  # one seed: no tiers
 
 
 # --------------------------------------------------------------- MarkerDistance
