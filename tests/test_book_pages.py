@@ -218,3 +218,24 @@ def test_one_meaning_per_symbol() -> None:
     """notation.md's promise, checked on the pages of issue 15: see `symbol_clashes`."""
     clashes = [clash for page, text in _pages().items() for clash in symbol_clashes(page, text)]
     assert not clashes, "\n".join(clashes)
+
+
+def _reader_texts() -> dict[str, str]:
+    """Every prose page and every notebook's markdown, by file name."""
+    texts = {page.name: page.read_text() for page in BOOK.glob("*.md")}
+    for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        cells = json.loads(notebook.read_text())["cells"]
+        texts[notebook.name] = "\n".join(
+            "".join(cell["source"]) for cell in cells if cell["cell_type"] == "markdown"
+        )
+    return texts
+
+
+def test_no_control_characters_in_what_readers_read() -> None:
+    # A "\t" or "\b" written through a non-raw Python string turns \theta, \top, \text
+    # or \bigl into a tab or a backspace, and the formula renders broken.
+    damaged = {
+        name: sorted({repr(char) for char in re.findall(r"[\x00-\x08\x0b-\x1f]", text)})
+        for name, text in _reader_texts().items()
+    }
+    assert {name: chars for name, chars in damaged.items() if chars} == {}
