@@ -60,6 +60,17 @@ class ModelConfig:
             :data:`~rope_lessons.attention.PLACEMENTS`; ``"qk"`` is RoFormer's).
         nope_layers: indices of layers that use no position encoding at all
             (e.g. every fourth layer, as in Llama 4).
+        kv_heads: key-value heads ``H_kv`` (dividing ``n_heads``): grouped-query
+            attention shares each among ``n_heads / H_kv`` query heads, and
+            ``kv_heads=1`` is multi-query attention (MQA). None means
+            ``n_heads`` (multi-head attention); after construction the field
+            always holds the number.
+        shared_kv: one projection serves as both key and value (``K = V``, the
+            form MLA's cache takes once its up-projections are absorbed), so a
+            decoder caches one vector of ``D`` numbers per key-value head. With
+            ``placement="qk"`` the key is the vector turned at read time and
+            the value the unturned vector; with ``"qkvo"`` both are the turned
+            vector (VO-RoPE's one cached vector).
 
     ``rope``, ``placement`` and ``nope_layers`` only mean something with
     ``position="rope"``; setting any of them with another position encoding is
@@ -83,6 +94,8 @@ class ModelConfig:
     rope: Rope | None = None
     placement: Placement = "qk"
     nope_layers: tuple[int, ...] = ()
+    kv_heads: int | None = None
+    shared_kv: bool = False
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "dim", "n_layers", "n_heads", "mlp_ratio", "max_len"):
@@ -92,6 +105,16 @@ class ModelConfig:
                 f"dim / n_heads must be an even integer, got dim={self.dim}, n_heads={self.n_heads}"
             )
         check_choice(self.position, "position", POSITION_KINDS)
+        if self.kv_heads is None:
+            object.__setattr__(self, "kv_heads", self.n_heads)
+        check_positive_int(self.kv_heads, "kv_heads")
+        if self.n_heads % self.key_value_heads:
+            raise ValueError(
+                f"kv_heads must divide n_heads (each key-value head serves a group of query "
+                f"heads), got kv_heads={self.kv_heads}, n_heads={self.n_heads}"
+            )
+        if not isinstance(self.shared_kv, bool):
+            raise TypeError(f"shared_kv must be True or False, got {self.shared_kv!r}")
         check_placement(self.placement)
         if not isinstance(self.nope_layers, tuple) or not all(
             isinstance(i, int) and not isinstance(i, bool) and 0 <= i < self.n_layers
@@ -135,6 +158,19 @@ class ModelConfig:
         """``D = dim / n_heads``."""
         return self.dim // self.n_heads
 
+    @property
+    def key_value_heads(self) -> int:
+        """``H_kv``: :attr:`kv_heads`, which construction has set (an int)."""
+        return self.n_heads if self.kv_heads is None else self.kv_heads
+
+    @property
+    def cached_vectors(self) -> int:
+        """Vectors of ``D`` numbers a decoder caches per token and layer: a key and a
+        value per key-value head, or one shared vector per head with :attr:`shared_kv`.
+        (With ``shared_kv`` and ``placement="qk"`` the cached vector is the unturned
+        one and the key is turned at read time.)"""
+        return self.key_value_heads * (1 if self.shared_kv else 2)
+
     def layer_placement(self, layer: int) -> Placement:
         """Where RoPE rotates in layer ``layer``: :attr:`placement`, or ``"nope"`` if the
         layer has no positions."""
@@ -151,6 +187,10 @@ class ModelConfig:
         values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         values["rope"] = None if self.rope is None else self.rope.to_dict()
         values["nope_layers"] = list(self.nope_layers)
+        # Multi-head attention with separate keys and values is described as before
+        # these fields existed, so that stored descriptions of such models still match.
+        if values["kv_heads"] == self.n_heads and not self.shared_kv:
+            del values["kv_heads"], values["shared_kv"]
         return values
 
 
@@ -178,16 +218,23 @@ class SelfAttention(nn.Module):
         super().__init__()
         self.config = config
         self.placement = config.layer_placement(layer)
-        self.qkv = nn.Linear(config.dim, 3 * config.dim, bias=False)
+        # Rows: W_q (C), then W_k and W_v (H_kv * D each), or one shared W_kv (H_kv * D).
+        self.kv_width = config.key_value_heads * config.head_dim
+        self.qkv = nn.Linear(
+            config.dim, config.dim + config.cached_vectors * config.head_dim, bias=False
+        )
         self.proj = nn.Linear(config.dim, config.dim, bias=False)
 
     def project(self, x: torch.Tensor) -> QKV:
-        """``x`` ``(B, T, C)`` -> unrotated queries, keys and values, each ``(B, H, T, D)``."""
+        """``x`` ``(B, T, C)`` -> unrotated queries ``(B, H, T, D)``, keys and values
+        ``(B, H_kv, T, D)`` (the same tensor twice with ``shared_kv``)."""
         cfg = self.config
-        q, k, v = self.qkv(x).split(cfg.dim, dim=-1)  # (B, T, C) each
-        return QKV(
-            *(t.unflatten(-1, (cfg.n_heads, cfg.head_dim)).transpose(1, 2) for t in (q, k, v))
+        widths = (cfg.dim, *(self.kv_width,) * (1 if cfg.shared_kv else 2))
+        q, *kv = (
+            t.unflatten(-1, (-1, cfg.head_dim)).transpose(1, 2)  # (B, heads, T, D)
+            for t in self.qkv(x).split(widths, dim=-1)
         )
+        return QKV(q, kv[0], kv[-1])  # kv holds a key and a value, or one shared vector
 
     def forward(
         self,
