@@ -66,6 +66,12 @@ def convert_layout(model: TinyTransformer, to: Layout) -> TinyTransformer:
         raise TypeError(f"model must be a TinyTransformer, got {type(model).__name__}")
     to = check_layout(to)
     config = model.config
+    if config.key_value_heads != config.n_heads or config.shared_kv:
+        raise ValueError(
+            "convert_layout permutes the rows of separate query, key and value heads; "
+            f"got kv_heads={config.kv_heads} of n_heads={config.n_heads}, "
+            f"shared_kv={config.shared_kv}"
+        )
     converted = copy.deepcopy(model)
     if config.rope is None or config.rope.layout == to:
         return converted

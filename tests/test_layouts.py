@@ -92,3 +92,11 @@ def test_bad_input_names_the_argument(
 ) -> None:
     with pytest.raises(error, match=word):
         call()
+
+
+def test_converting_grouped_or_shared_key_values_is_refused() -> None:
+    for kv_heads, shared_kv in ((1, False), (2, True)):
+        config = ModelConfig(vocab_size=5, n_heads=4, kv_heads=kv_heads, shared_kv=shared_kv)
+        model = config.build()
+        with pytest.raises(ValueError, match="separate query, key and value heads"):
+            convert_layout(model, "half")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -133,3 +134,95 @@ def test_the_specs_attention_factor_reaches_the_model() -> None:
     unscaled = TinyTransformer(ModelConfig(vocab_size=7, dim=16, n_heads=2, rope=spec))
     unscaled.load_state_dict(scaled.state_dict())
     assert (unscaled(tokens) - scaled(tokens)).abs().max() > 1e-3  # the factor is not ignored
+
+
+def _copy_with_separate_heads(model: TinyTransformer) -> TinyTransformer:
+    """A multi-head model with separate keys and values that computes what ``model``
+    (grouped-query, multi-query or shared K = V) computes: each key-value head's rows
+    repeated for the query heads that share it, and a shared vector used as both."""
+    config = model.config
+    separate = dataclasses.replace(config, kv_heads=config.n_heads, shared_kv=False).build()
+    state = model.state_dict()
+    group, width, d = config.n_heads // config.key_value_heads, config.dim, config.head_dim
+    for name, weight in state.items():
+        if name.endswith("attn.qkv.weight"):
+            kv = weight[width:].unflatten(
+                0, (-1, config.key_value_heads, d)
+            )  # (1 or 2, H_kv, D, C)
+            k, v = kv[0], kv[-1]
+            state[name] = torch.cat(
+                [weight[:width], *(t.repeat_interleave(group, dim=0).flatten(0, 1) for t in (k, v))]
+            )
+    separate.load_state_dict(state)
+    return separate
+
+
+@pytest.mark.parametrize(
+    ("kv_heads", "shared_kv", "placement"),
+    [(1, False, "qk"), (2, False, "qkvo"), (1, True, "qk"), (1, True, "qkvo"), (4, True, "vo"),
+     (2, True, "nope")],
+)  # fmt: skip
+def test_shared_and_grouped_key_values_equal_multi_head_with_tied_rows(
+    kv_heads: int, shared_kv: bool, placement: Placement
+) -> None:
+    torch.manual_seed(0)
+    config = ModelConfig(
+        vocab_size=7, dim=32, n_heads=4, kv_heads=kv_heads, shared_kv=shared_kv,
+        placement=placement,
+    )  # fmt: skip
+    model = config.build()
+    tokens = torch.randint(0, 7, (2, 11))
+    q, k, v = model.layer_qkv(tokens)[0]
+    assert q.shape == (2, 4, 11, 8) and k.shape == v.shape == (2, kv_heads, 11, 8)
+    assert torch.equal(k, v) == shared_kv
+    expected = _copy_with_separate_heads(model)(tokens)
+    torch.testing.assert_close(model(tokens), expected, atol=1e-5, rtol=1e-5)
+
+
+def test_a_shared_vector_changes_the_model_when_it_must() -> None:
+    # The check above could pass with a projection that ignored shared_kv; a model
+    # with separate key and value rows must differ from its tied copy.
+    torch.manual_seed(0)
+    model = ModelConfig(vocab_size=7, dim=32, n_heads=4, kv_heads=1).build()
+    state = model.state_dict()
+    tied = ModelConfig(vocab_size=7, dim=32, n_heads=4, kv_heads=1, shared_kv=True).build()
+    for name in tied.state_dict():
+        source = state[name]
+        state[name] = source[: 32 + 8] if name.endswith("attn.qkv.weight") else source
+    tied.load_state_dict({name: state[name] for name in tied.state_dict()})
+    tokens = torch.randint(0, 7, (2, 11))
+    assert not torch.allclose(model(tokens), tied(tokens), atol=1e-3)
+
+
+@pytest.mark.parametrize("placement", ["qk", "qkvo"])
+def test_one_shared_vector_per_token_stays_relative(placement: Placement) -> None:
+    torch.manual_seed(0)
+    config = ModelConfig(vocab_size=7, dim=32, n_heads=4, kv_heads=1, shared_kv=True,
+                         placement=placement)  # fmt: skip
+    model = config.build()
+    tokens = torch.randint(0, 7, (2, 10))
+    shifted = model(tokens, positions=torch.arange(10) + 37)
+    torch.testing.assert_close(model(tokens), shifted, atol=1e-4, rtol=1e-4)
+
+
+def test_cached_vectors_and_the_description_of_key_value_heads() -> None:
+    counts = {
+        (None, False): 8, (2, False): 4, (1, False): 2, (1, True): 1, (4, True): 4,
+    }  # fmt: skip
+    for (kv_heads, shared), expected in counts.items():
+        config = ModelConfig(vocab_size=5, n_heads=4, kv_heads=kv_heads, shared_kv=shared)
+        assert config.cached_vectors == expected
+        described = config.describe()
+        assert ("kv_heads" in described) == (kv_heads not in (None, 4) or shared)
+    assert ModelConfig(vocab_size=5).kv_heads == 4
+    assert ModelConfig(vocab_size=5, kv_heads=1, shared_kv=True).describe()["shared_kv"] is True
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [({"kv_heads": 3}, "kv_heads must divide n_heads"), ({"kv_heads": 0}, "kv_heads"),
+     ({"shared_kv": 1}, "shared_kv must be True or False")],
+)  # fmt: skip
+def test_bad_key_value_heads_are_refused(fields: dict[str, Any], message: str) -> None:
+    with pytest.raises((ValueError, TypeError), match=message):
+        ModelConfig(vocab_size=5, n_heads=4, **fields)
