@@ -59,7 +59,7 @@ import torch.nn.functional as F
 from torch.torch_version import TorchVersion
 
 from rope_lessons._checks import check_choice, check_positions
-from rope_lessons.rope import Rope
+from rope_lessons.rope import Rope, rotate
 
 Placement = Literal["nope", "q", "k", "v", "o", "qk", "vo", "qkv", "qkvo"]
 PLACEMENTS: tuple[Placement, ...] = get_args(Placement)
@@ -178,6 +178,7 @@ class _Rotary:
     q_positions: torch.Tensor | None
     k_positions: torch.Tensor | None
     by_position: bool
+    theta: torch.Tensor | None = None
 
     @classmethod
     def checked(
@@ -191,11 +192,28 @@ class _Rotary:
         positions: torch.Tensor | None = None,
         q_positions: torch.Tensor | None = None,
         k_positions: torch.Tensor | None = None,
+        theta: torch.Tensor | None = None,
     ) -> _Rotary:
         """Check everything once, for ``q`` ``(B, H, T_q, D)``, ``k`` ``(B, H_kv, T_k, D)``
-        and values of dimension ``value_dim``."""
+        and values of dimension ``value_dim``; ``theta``, if given, replaces the spec's
+        frequencies."""
         placement = check_placement(placement)
         spec = check_rope(rope, placement, q_shape[-1], value_dim)
+        if theta is not None and (
+            not isinstance(theta, torch.Tensor)
+            or not theta.is_floating_point()
+            or theta.shape != (spec.dim // 2,)
+            or theta.device != device
+        ):
+            described = (
+                f"{tuple(theta.shape)} {theta.dtype} on {theta.device}"
+                if isinstance(theta, torch.Tensor)
+                else type(theta).__name__
+            )
+            raise ValueError(
+                f"theta must be a floating tensor of shape ({spec.dim // 2},) on {device}, "
+                f"got {described}"
+            )
         q_lead, k_lead = q_shape[:-1], k_shape[:-1]
         q_len, k_len = q_lead[-1], k_lead[-1]
         by_position = q_positions is not None or k_positions is not None
@@ -219,7 +237,7 @@ class _Rotary:
                 q_positions = torch.arange(k_len - q_len, k_len, device=device)
             if k_positions is not None:
                 k_positions = check_positions(k_positions, k_lead, name="k_positions")
-        return cls(placement, spec, q_positions, k_positions, by_position)
+        return cls(placement, spec, q_positions, k_positions, by_position, theta)
 
     def names(self) -> set[str]:
         """Which of q, k, v, o the placement rotates."""
@@ -233,7 +251,12 @@ class _Rotary:
             positions = -(
                 positions if positions is not None else torch.arange(x.shape[-2], device=x.device)
             )
-        return self.rope._rotate(x, positions)
+        if self.theta is None:
+            return self.rope._rotate(x, positions)
+        if positions is None:
+            positions = torch.arange(x.shape[-2], device=x.device)
+        angles = positions.to(self.theta.dtype).unsqueeze(-1) * self.theta  # (..., T, d/2)
+        return rotate(x, angles.cos().to(x.dtype), angles.sin().to(x.dtype), self.rope.layout)
 
     def scaled_turn(self, x: torch.Tensor, positions: torch.Tensor | None) -> torch.Tensor:
         """``a R_m x``: a query or key turned and scaled by the attention factor ``a``."""
@@ -378,6 +401,7 @@ def attention(
     q_positions: torch.Tensor | None = ...,
     k_positions: torch.Tensor | None = ...,
     return_weights: Literal[False] = ...,
+    theta: torch.Tensor | None = ...,
 ) -> torch.Tensor: ...
 
 
@@ -394,6 +418,7 @@ def attention(
     q_positions: torch.Tensor | None = ...,
     k_positions: torch.Tensor | None = ...,
     return_weights: Literal[True],
+    theta: torch.Tensor | None = ...,
 ) -> tuple[torch.Tensor, torch.Tensor]: ...
 
 
@@ -410,6 +435,7 @@ def attention(
     q_positions: torch.Tensor | None = ...,
     k_positions: torch.Tensor | None = ...,
     return_weights: bool,
+    theta: torch.Tensor | None = ...,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]: ...
 
 
@@ -425,6 +451,7 @@ def attention(
     q_positions: torch.Tensor | None = None,
     k_positions: torch.Tensor | None = None,
     return_weights: bool = False,
+    theta: torch.Tensor | None = None,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     r"""Softmax attention :math:`o_m = \sum_n a_{mn} v_n` with RoPE at ``placement``.
 
@@ -464,6 +491,11 @@ def attention(
             ``(B, H_kv, T_k)`` (2-D: ``(B, T_k)``); default ``0 .. T_k-1``.
         return_weights: also return the attention weights. Without them the
             fused ``torch.nn.functional.scaled_dot_product_attention`` runs.
+        theta: frequencies ``(d/2,)`` that replace the spec's (which still
+            gives the layout and the attention factor), as a floating tensor on
+            the device of ``q``; gradients flow into it, so a model can train
+            its angles (J. Su's suggestion for VO-RoPE, and what LRU does).
+            None: the spec's fixed frequencies and their cached tables.
 
     Returns:
         The output ``(B, H, T_q, Dv)``, and with ``return_weights`` the
@@ -479,7 +511,7 @@ def attention(
     _check_qkv(q, k, v)
     rotary = _Rotary.checked(
         placement, rope, q.shape, k.shape, v.shape[-1], q.device,
-        positions, q_positions, k_positions,
+        positions, q_positions, k_positions, theta,
     )  # fmt: skip
     q_len, k_len, heads = q.shape[-2], k.shape[-2], q.shape[1]
     mask = None  # None: the usual lower triangle, or no mask at all

@@ -71,8 +71,13 @@ class ModelConfig:
             ``placement="qk"`` the key is the vector turned at read time and
             the value the unturned vector; with ``"qkvo"`` both are the turned
             vector (VO-RoPE's one cached vector).
+        learned_angles: train the frequencies: each rotating layer holds its own
+            copy of the spec's ``theta`` ``(D/2,)`` as a parameter, starting at
+            the spec's values (J. Su's suggestion for VO-RoPE; LRU trains its
+            angles likewise). The spec still gives the layout and the
+            attention factor.
 
-    ``rope``, ``placement`` and ``nope_layers`` only mean something with
+    ``rope``, ``placement``, ``nope_layers`` and ``learned_angles`` only mean something with
     ``position="rope"``; setting any of them with another position encoding is
     refused rather than silently ignored.
 
@@ -96,6 +101,7 @@ class ModelConfig:
     nope_layers: tuple[int, ...] = ()
     kv_heads: int | None = None
     shared_kv: bool = False
+    learned_angles: bool = False
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "dim", "n_layers", "n_heads", "mlp_ratio", "max_len"):
@@ -113,8 +119,9 @@ class ModelConfig:
                 f"kv_heads must divide n_heads (each key-value head serves a group of query "
                 f"heads), got kv_heads={self.kv_heads}, n_heads={self.n_heads}"
             )
-        if not isinstance(self.shared_kv, bool):
-            raise TypeError(f"shared_kv must be True or False, got {self.shared_kv!r}")
+        for name in ("shared_kv", "learned_angles"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
         check_placement(self.placement)
         if not isinstance(self.nope_layers, tuple) or not all(
             isinstance(i, int) and not isinstance(i, bool) and 0 <= i < self.n_layers
@@ -131,6 +138,7 @@ class ModelConfig:
                     ("rope", self.rope, None),
                     ("placement", self.placement, "qk"),
                     ("nope_layers", self.nope_layers, ()),
+                    ("learned_angles", self.learned_angles, False),
                 )
                 if value != default
             ]
@@ -191,6 +199,8 @@ class ModelConfig:
         # these fields existed, so that stored descriptions of such models still match.
         if values["kv_heads"] == self.n_heads and not self.shared_kv:
             del values["kv_heads"], values["shared_kv"]
+        if not self.learned_angles:
+            del values["learned_angles"]
         return values
 
 
@@ -224,6 +234,9 @@ class SelfAttention(nn.Module):
             config.dim, config.dim + config.cached_vectors * config.head_dim, bias=False
         )
         self.proj = nn.Linear(config.dim, config.dim, bias=False)
+        self.theta: nn.Parameter | None = None  # (D/2,): trained frequencies, if any
+        if config.learned_angles and config.rope is not None and self.placement != "nope":
+            self.theta = nn.Parameter(config.rope.theta.to(torch.float32).clone())
 
     def project(self, x: torch.Tensor) -> QKV:
         """``x`` ``(B, T, C)`` -> unrotated queries ``(B, H, T, D)``, keys and values
@@ -253,6 +266,7 @@ class SelfAttention(nn.Module):
             causal=cfg.causal,
             positions=positions,
             return_weights=return_weights,
+            theta=self.theta,
         )
         out, weights = result if isinstance(result, tuple) else (result, None)
         out = out.transpose(1, 2).flatten(-2)  # (B, T, C)

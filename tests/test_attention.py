@@ -155,3 +155,34 @@ def test_two_d_positions_that_fit_neither_batch_nor_one_are_refused(call: str) -
             cos_sin(x.shape[:-1], D, per_head)
     with pytest.raises(ValueError, match=r"positions of shape \(2, 6\) do not broadcast"):
         apply_rope(x, torch.zeros(2, T - 1, dtype=torch.long))
+
+
+@pytest.mark.parametrize("placement", PLACEMENTS)
+def test_given_frequencies_equal_the_specs_own(placement: Placement) -> None:
+    generator = torch.Generator().manual_seed(0)
+    q, k, v = torch.randn(3, 2, 2, 9, 8, dtype=torch.float64, generator=generator)
+    rope = Rope(8, base=100.0, layout="half")
+    fixed = attention(q, k, v, placement=placement, rope=rope)
+    given = attention(q, k, v, placement=placement, rope=rope, theta=rope.theta.clone())
+    torch.testing.assert_close(given, fixed, atol=1e-12, rtol=0)
+
+
+def test_gradients_reach_trained_frequencies_and_change_the_output() -> None:
+    generator = torch.Generator().manual_seed(0)
+    q, k, v = torch.randn(3, 1, 2, 9, 8, dtype=torch.float64, generator=generator)
+    theta = Rope(8).theta.clone().requires_grad_()
+    out = attention(q, k, v, placement="vo", theta=theta)
+    out.square().sum().backward()
+    assert theta.grad is not None and bool((theta.grad.abs() > 0).all())
+    moved = attention(q, k, v, placement="vo", theta=theta.detach() * 1.5)
+    assert not torch.allclose(moved, out.detach())
+
+
+@pytest.mark.parametrize(
+    "theta",
+    [torch.ones(3, dtype=torch.float64), torch.ones(4, dtype=torch.long), [1.0, 1.0, 1.0, 1.0]],
+)
+def test_bad_frequencies_are_refused(theta: object) -> None:
+    q = torch.randn(1, 1, 5, 8)
+    with pytest.raises(ValueError, match="theta must be a floating tensor of shape"):
+        attention(q, q, q, placement="qk", theta=theta)  # type: ignore[call-overload]

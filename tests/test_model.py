@@ -226,3 +226,29 @@ def test_cached_vectors_and_the_description_of_key_value_heads() -> None:
 def test_bad_key_value_heads_are_refused(fields: dict[str, Any], message: str) -> None:
     with pytest.raises((ValueError, TypeError), match=message):
         ModelConfig(vocab_size=5, n_heads=4, **fields)
+
+
+@pytest.mark.parametrize("placement", ["vo", "qk", "qkvo"])
+def test_learned_angles_start_at_the_spec_and_train(placement: Placement) -> None:
+    torch.manual_seed(0)
+    rope = Rope(8, base=100.0)
+    fixed = ModelConfig(vocab_size=7, dim=32, n_heads=4, rope=rope, placement=placement).build()
+    learned_config = dataclasses.replace(fixed.config, learned_angles=True)
+    learned = learned_config.build()
+    missing = learned.load_state_dict(fixed.state_dict(), strict=False).missing_keys
+    assert sorted(missing) == [f"blocks.{i}.attn.theta" for i in range(2)]
+    tokens = torch.randint(0, 7, (2, 11))
+    torch.testing.assert_close(learned(tokens), fixed(tokens), atol=1e-5, rtol=1e-5)
+    torch.nn.functional.cross_entropy(learned(tokens).flatten(0, 1), tokens.flatten()).backward()
+    for block in learned.blocks:
+        assert isinstance(block, Block) and block.attn.theta is not None
+        assert block.attn.theta.grad is not None and bool(block.attn.theta.grad.abs().sum() > 0)
+    assert learned_config.describe()["learned_angles"] is True
+    assert "learned_angles" not in fixed.config.describe()
+
+
+def test_learned_angles_need_rope() -> None:
+    with pytest.raises(ValueError, match="learned_angles only apply with position='rope'"):
+        ModelConfig(vocab_size=5, position="none", learned_angles=True)
+    nope = ModelConfig(vocab_size=5, placement="nope", learned_angles=True).build()
+    assert all(isinstance(b, Block) and b.attn.theta is None for b in nope.blocks)
