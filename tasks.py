@@ -311,6 +311,7 @@ KERNEL_SENSITIVE_NOTEBOOKS = (
     "05_frequencies",
     "05_prope",
     "06_placements",
+    "06_shared_kv_and_angles",
     "07_vo_rope_to_rnn",
     "08_extension_experiment",
     "09_real_model",
