@@ -45,7 +45,7 @@ import torch.nn.functional as F
 from rope_lessons._checks import check_positive_int
 from rope_lessons.attention import Placement, attention, rotate_inputs, rotate_output
 from rope_lessons.experiments import held_out
-from rope_lessons.model import TinyTransformer
+from rope_lessons.model import Block, TinyTransformer
 from rope_lessons.rope import Rope
 from rope_lessons.spectrum import pair_dims
 
@@ -558,3 +558,43 @@ def noise_tiers(losses: FloatArray, names: Sequence[str]) -> list[list[str]]:
         else:
             tiers[-1].append(names[current])
     return tiers
+
+
+def trained_angles(
+    model: TinyTransformer, run: Run[TinyTransformer], device: torch.device
+) -> dict[str, float]:
+    """Each rotating layer's frequencies after training, as a sweep's ``analyse`` stores them.
+
+    Keys ``theta/<layer>/<pair>``: the trained ``theta`` of a model with
+    ``learned_angles``, the spec's fixed ladder otherwise (layers that rotate
+    nothing are left out). :func:`stored_angles` reads them back.
+    """
+    del run, device  # the weights alone answer
+    angles = {}
+    for layer, block in enumerate(model.blocks):
+        if not isinstance(block, Block) or block.attn.placement == "nope":
+            continue
+        theta = block.attn.theta
+        rope = model.config.rope
+        if theta is not None:
+            values = theta.detach().cpu()  # (D/2,)
+        elif rope is not None:
+            values = rope.theta
+        else:
+            continue
+        for pair, value in enumerate(values.tolist()):
+            angles[f"theta/{layer}/{pair}"] = float(value)
+    return angles
+
+
+def stored_angles(extra: dict[str, float]) -> torch.Tensor:
+    """:func:`trained_angles`' numbers back as float64 ``(layers, D/2)``."""
+    keys = [key.split("/") for key in extra if key.startswith("theta/")]
+    if not keys:
+        raise ValueError("no stored angles (keys theta/<layer>/<pair>) in these numbers")
+    layers = sorted({int(layer) for _, layer, _ in keys})
+    pairs = max(int(pair) for *_, pair in keys) + 1
+    return torch.tensor(
+        [[extra[f"theta/{layer}/{pair}"] for pair in range(pairs)] for layer in layers],
+        dtype=torch.float64,
+    )

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from rope_lessons.attention import PLACEMENTS, RELATIVE_PLACEMENTS, Placement, attention
 from rope_lessons.experiments import make_run
+from rope_lessons.model import Block, ModelConfig
 from rope_lessons.rope import Layout, Rope, rotation_matrix
 from rope_lessons.synthetic import IGNORE, CopyAtLag, MarkerDistance, batch_sampler
 from rope_lessons.vo_rope import (
@@ -35,6 +36,8 @@ from rope_lessons.vo_rope import (
     ranks,
     reading_stats,
     shift_change,
+    stored_angles,
+    trained_angles,
 )
 
 B, H, T, D = 2, 4, 9, 8
@@ -378,3 +381,22 @@ def test_uniform_vo_attention_over_equal_values_is_the_mean_of_turned_copies() -
         turned = torch.stack([rotation_matrix(-r, dim) @ value for r in range(m + 1)])
         torch.testing.assert_close(out[m], turned.mean(0), rtol=1e-12, atol=1e-12)
     assert out[-1].norm() < value.norm() - 0.05  # the turned copies partly cancel
+
+
+def test_trained_angles_are_the_models_frequencies_and_read_back() -> None:
+    torch.manual_seed(0)
+    config = ModelConfig(vocab_size=7, dim=32, n_heads=4, placement="vo", learned_angles=True)
+    model = config.build()
+    with torch.no_grad():
+        for i, block in enumerate(model.blocks):
+            assert isinstance(block, Block) and block.attn.theta is not None
+            block.attn.theta.mul_(1.0 + i)  # layer 1's angles doubled
+    run = make_run("vo", CopyAtLag(lag=3), train_len=8, eval_lens=(8,), steps=1)
+    angles = stored_angles(trained_angles(model, run, torch.device("cpu")))
+    ladder = Rope(8).theta
+    torch.testing.assert_close(angles, torch.stack([ladder, 2 * ladder]), atol=1e-6, rtol=1e-6)
+    fixed = ModelConfig(vocab_size=7, dim=32, n_heads=4, nope_layers=(0,)).build()
+    fixed_angles = stored_angles(trained_angles(fixed, run, torch.device("cpu")))
+    torch.testing.assert_close(fixed_angles, ladder[None])  # layer 0 rotates nothing
+    with pytest.raises(ValueError, match="no stored angles"):
+        stored_angles({"loss": 1.0})
