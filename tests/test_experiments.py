@@ -91,6 +91,20 @@ def test_checkpoints_change_nothing_and_end_at_the_final_metrics() -> None:
     assert plain.losses == result.losses  # evaluating in between leaves training alone
 
 
+def test_more_checkpoints_keep_the_prefix_and_the_last_fifth() -> None:
+    base = order_run("rope", steps=30)
+    finer = dataclasses.replace(base, n_checkpoints=10)
+    assert finer.checkpoint_steps == (3, 6, 9, 12, 15, 18, 21, 24, 25, 27, 30)
+    # a count that does not divide into fifths still evaluates at the start of the last fifth
+    assert dataclasses.replace(base, n_checkpoints=4).checkpoint_steps == (8, 15, 23, 24, 25, 30)
+    assert base.n_checkpoints == experiments.CHECKPOINTS
+    # describe() names the steps, not the count: runs stored before the field are unchanged
+    assert "n_checkpoints" not in base.describe()
+    assert finer.describe()["checkpoints"] == list(finer.checkpoint_steps)
+    with pytest.raises(ValueError, match="n_checkpoints"):
+        dataclasses.replace(base, n_checkpoints=0)
+
+
 def test_a_run_stopped_early_is_the_prefix_of_the_full_run() -> None:
     run = order_run("rope", steps=30)
     full = run_once(run, seed=0, progress=False)
