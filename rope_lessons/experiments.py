@@ -101,6 +101,10 @@ class Run(Generic[BuiltT]):
             float]`` called on the trained model; its numbers are kept in the
             result's ``extra`` (weights are not stored, so anything a stored
             sweep needs from a trained model goes through it).
+        n_checkpoints: how many evenly spaced evaluations (see
+            :attr:`checkpoint_steps`); more of them time a learning curve more
+            finely (e.g. the step at which a task is solved). The default,
+            :data:`CHECKPOINTS`, is what every earlier sweep was stored with.
     """
 
     label: str
@@ -113,6 +117,7 @@ class Run(Generic[BuiltT]):
     lr: float = 3e-3
     eval_batches: int = 4
     analyse: Analyse[BuiltT] | None = None
+    n_checkpoints: int = CHECKPOINTS
 
     def __post_init__(self) -> None:
         if not isinstance(self.label, str) or not self.label.strip():
@@ -126,7 +131,7 @@ class Run(Generic[BuiltT]):
                 "model must be a recipe with vocab_size, build() and describe() (a ModelConfig "
                 f"or a RecurrentConfig), got {type(self.model).__name__}"
             )
-        for name in ("train_len", "steps", "batch_size", "eval_batches"):
+        for name in ("train_len", "steps", "batch_size", "eval_batches", "n_checkpoints"):
             check_positive_int(getattr(self, name), name)
         if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0):
             raise ValueError(f"lr must be a finite number > 0, got {self.lr!r}")
@@ -190,9 +195,14 @@ class Run(Generic[BuiltT]):
     @property
     def checkpoint_steps(self) -> tuple[int, ...]:
         """Steps after which held-out data is evaluated at every length: the end of the
-        deterministic prefix (:data:`PREFIX_STEPS`) and :data:`CHECKPOINTS` evenly
-        spaced points, the last of them the end of training."""
-        even = {checkpoint_step(self.steps, i) for i in range(1, CHECKPOINTS + 1)}
+        deterministic prefix (:data:`PREFIX_STEPS`) and :attr:`n_checkpoints` evenly
+        spaced points, the last of them the end of training; with more than
+        :data:`CHECKPOINTS` of them, also the start of the last fifth of training
+        (what a convergence check compares the end with)."""
+        n = self.n_checkpoints
+        even = {math.ceil(self.steps * i / n) for i in range(1, n + 1)}
+        if n != CHECKPOINTS:
+            even.add(checkpoint_step(self.steps, CHECKPOINTS - 1))
         return tuple(sorted(even | {min(PREFIX_STEPS, self.steps)}))
 
     def metric(self, length: int, name: str | None = None) -> Metric:
@@ -530,6 +540,28 @@ def metric(length: int, name: str | None = None, *, data: object = None) -> Metr
         data: the run's data, which picks the default metric.
     """
     return Metric(length, default_metric(data) if name is None else name)
+
+
+def steps_to_reach(
+    result: RunResult, length: int, threshold: float, name: str = "accuracy"
+) -> int | None:
+    """The first evaluation (steps done) at which a held-out metric at ``length`` reaches
+    ``threshold`` (``>=``; ``<=`` for loss and ``neither``), or None if none does.
+
+    Only the evaluations a run made are looked at (:attr:`RunResult.evaluations`: its
+    checkpoints and the end), so the answer is known to the spacing of its checkpoints:
+    a run reaching the threshold between two of them is counted at the later one.
+    """
+    lower = LOWER_IS_BETTER[check_choice(name, "name", METRIC_NAMES)]
+    for steps, table in result.evaluations.items():
+        if length not in table:
+            continue
+        value = getattr(table[length], name)
+        if value is None:
+            raise ValueError(f"{result.label!r} has no {name!r} (its task has no answer set)")
+        if (value <= threshold) if lower else (value >= threshold):
+            return steps
+    return None
 
 
 def metric_by_length(results: Sequence[RunResult], name: str = "accuracy") -> dict[int, Summary]:

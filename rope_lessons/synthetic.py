@@ -153,6 +153,51 @@ class CopyAtLag:
         return tokens, targets
 
 
+@dataclass(frozen=True)
+class PositionModulo:
+    r"""Say where you are, modulo ``modulus``: ``target[t] = t mod modulus``.
+
+    The tokens are uniform over ``vocab`` and carry no information; the answer
+    is the position itself, counted from the start of the sequence and reduced
+    modulo ``modulus`` (answer ``r`` is token id ``r``). Every position is
+    scored. Chance accuracy is ``1 / modulus``. A causal model must count: a
+    recurrence with real positive decays turns a constant input into a
+    monotone state and cannot oscillate with period 3; a complex decay
+    :math:`r e^{\pm 2\pi i/3}` can (chapter 7).
+    """
+
+    modulus: int = 3
+    vocab: int = 8
+
+    @property
+    def vocab_size(self) -> int:
+        return max(self.vocab, self.modulus)
+
+    @property
+    def min_len(self) -> int:
+        return 1
+
+    @property
+    def chance_accuracy(self) -> float:
+        return 1.0 / self.modulus
+
+    def sample(
+        self, batch_size: int, seq_len: int, generator: torch.Generator, split: Split = "train"
+    ) -> Batch:
+        """Tokens and targets ``(B, T)``; every position is scored.
+
+        Both splits come from the same distribution (see the module docstring).
+        """
+        _check_shape(self, batch_size, seq_len, split)
+        check_positive_int(self.modulus, "modulus")
+        check_positive_int(self.vocab, "vocab")
+        if self.modulus < 2:
+            raise ValueError(f"modulus must be >= 2, got {self.modulus}")
+        tokens = torch.randint(0, self.vocab, (batch_size, seq_len), generator=generator)
+        targets = (torch.arange(seq_len) % self.modulus).expand(batch_size, seq_len).clone()
+        return tokens, targets
+
+
 def batch_sampler(
     task: Task,
     batch_size: int,

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from rope_lessons.corpus import CORPUS_SHA256, CharCorpus, load_text
-from rope_lessons.synthetic import IGNORE, CopyAtLag, WhichFirst, batch_sampler
+from rope_lessons.synthetic import IGNORE, CopyAtLag, PositionModulo, WhichFirst, batch_sampler
 
 
 def test_which_first_targets_name_the_earlier_marker() -> None:
@@ -44,6 +44,37 @@ def test_copy_at_lag_targets_are_shifted_tokens() -> None:
     assert torch.equal(targets[:, 3:], tokens[:, :-3])
 
 
+def test_position_modulo_targets_count_positions() -> None:
+    task = PositionModulo(modulus=3, vocab=8)
+    tokens, targets = task.sample(5, 11, torch.Generator().manual_seed(0))
+    assert tokens.shape == targets.shape == (5, 11)
+    assert tokens.dtype == targets.dtype == torch.long
+    assert int(tokens.min()) >= 0 and int(tokens.max()) < task.vocab_size
+    assert (targets != IGNORE).all()  # every position is scored
+    assert targets[0].tolist() == [0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1]
+    assert (targets == targets[0]).all()  # the same answers whatever the tokens
+    assert task.chance_accuracy == pytest.approx(1 / 3)
+    assert task.min_len == 1
+    assert PositionModulo(modulus=5, vocab=3).vocab_size == 5  # answers need their ids
+
+
+def test_position_modulo_tokens_carry_no_answer() -> None:
+    """The tokens are uniform whatever the answer: each answer sees every token about as often."""
+    tokens, targets = PositionModulo(3, 4).sample(3000, 9, torch.Generator().manual_seed(1))
+    for answer in range(3):
+        counts = torch.bincount(tokens[targets == answer], minlength=4).double()
+        assert (counts / counts.sum() - 0.25).abs().max() < 0.02
+
+
+def test_position_modulo_train_and_val_streams_differ() -> None:
+    task = PositionModulo()
+    train_tokens = batch_sampler(task, 8, 12, seed=3)()[0]
+    val_tokens = batch_sampler(task, 8, 12, seed=3, split="val")()[0]
+    assert not torch.equal(train_tokens, val_tokens)
+    again = batch_sampler(task, 8, 12, seed=3, split="val")()[0]
+    assert torch.equal(val_tokens, again)
+
+
 def test_sampler_is_deterministic_for_a_seed() -> None:
     a = batch_sampler(WhichFirst(), 4, 9, seed=5)
     b = batch_sampler(WhichFirst(), 4, 9, seed=5)
@@ -56,6 +87,8 @@ def test_sampler_is_deterministic_for_a_seed() -> None:
     [
         (lambda: WhichFirst().sample(2, 2, torch.Generator()), ValueError, "seq_len must be >= 3"),
         (lambda: CopyAtLag(lag=4).sample(2, 4, torch.Generator()), ValueError, "seq_len"),
+        (lambda: PositionModulo(modulus=1).sample(2, 4, torch.Generator()), ValueError, "modulus"),
+        (lambda: PositionModulo(vocab=0).sample(2, 4, torch.Generator()), ValueError, "vocab"),
         (lambda: WhichFirst().sample(0, 5, torch.Generator()), ValueError, "batch_size"),
     ],
 )

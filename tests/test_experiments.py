@@ -13,6 +13,7 @@ from torch import nn
 
 from rope_lessons.corpus import CharCorpus
 from rope_lessons.experiments import (
+    CHECKPOINTS,
     EVAL_SEED_OFFSET,
     RunResult,
     accuracy_by_length,
@@ -24,6 +25,7 @@ from rope_lessons.experiments import (
     order_run,
     run_once,
     run_seeds,
+    steps_to_reach,
     summarise,
     train_run,
 )
@@ -89,6 +91,43 @@ def test_checkpoints_change_nothing_and_end_at_the_final_metrics() -> None:
     model = run.model.build()
     plain = train(model, batch_sampler(run.data, 32, 16, seed=1), steps=30, progress=False)
     assert plain.losses == result.losses  # evaluating in between leaves training alone
+
+
+def test_more_checkpoints_keep_the_prefix_and_the_last_fifth() -> None:
+    base = order_run("rope", steps=30)
+    finer = dataclasses.replace(base, n_checkpoints=10)
+    assert finer.checkpoint_steps == (3, 6, 9, 12, 15, 18, 21, 24, 25, 27, 30)
+    # a count that does not divide into fifths still evaluates at the start of the last fifth
+    assert dataclasses.replace(base, n_checkpoints=4).checkpoint_steps == (8, 15, 23, 24, 25, 30)
+    assert base.n_checkpoints == CHECKPOINTS
+    # describe() names the steps, not the count: runs stored before the field are unchanged
+    assert "n_checkpoints" not in base.describe()
+    assert finer.describe()["checkpoints"] == list(finer.checkpoint_steps)
+    with pytest.raises(ValueError, match="n_checkpoints"):
+        dataclasses.replace(base, n_checkpoints=0)
+
+
+def test_steps_to_reach_reads_the_first_evaluation_past_the_threshold() -> None:
+    def table(accuracy: float, loss: float) -> dict[int, Metrics]:
+        return {8: Metrics(loss=loss, accuracy=accuracy)}
+
+    result = RunResult(
+        label="toy",
+        seed=0,
+        losses=[1.0] * 30,
+        metrics=table(1.0, 0.01),
+        checkpoints={10: table(0.5, 1.0), 20: table(0.995, 0.1), 30: table(1.0, 0.01)},
+    )
+    assert steps_to_reach(result, 8, 0.99) == 20
+    assert steps_to_reach(result, 8, 0.999) == 30
+    assert steps_to_reach(result, 8, 0.4) == 10
+    assert steps_to_reach(result, 8, 1.01) is None  # never reached: not solved
+    assert steps_to_reach(result, 8, 0.05, "loss") == 30  # a loss must fall to it
+    assert steps_to_reach(result, 16, 0.5) is None  # not evaluated at that length
+    with pytest.raises(ValueError, match="answer_accuracy"):
+        steps_to_reach(result, 8, 0.5, "answer_accuracy")
+    with pytest.raises(ValueError, match="name"):
+        steps_to_reach(result, 8, 0.5, "accuracy at 8")
 
 
 def test_a_run_stopped_early_is_the_prefix_of_the_full_run() -> None:

@@ -396,3 +396,24 @@ def test_results_dir_is_where_the_command_line_writes_and_reads(
     assert sorted(r.seed for r in load_sweep(sweep, tmp_path).stored) == [1, 1]
     main(["tiny", "--dry-run", "--seeds", "1", "--results-dir", str(tmp_path)])
     assert "pending: 0 of 2 (run, seed) pairs" in capsys.readouterr().out
+
+
+def test_ch07_stores_every_hundred_steps_and_the_trained_decays() -> None:
+    """The chapter-7 sweep evaluates every 100 steps (its steps-to-solve are known to 100)
+    and keeps the trained decays of the real and complex mixers, inside the unit disc."""
+    stored = load_sweep("ch07_recurrent")
+    for label in stored.sweep.labels:
+        run = stored.sweep.run(label)
+        assert set(range(100, run.steps + 1, 100)) <= set(run.checkpoint_steps)
+        for result in stored.results(label):
+            moduli = [v for k, v in result.extra.items() if k.startswith("modulus/")]
+            phases = [v for k, v in result.extra.items() if k.startswith("phase/")]
+            if "retnet" in label:
+                assert result.extra == {}  # retention's decays are fixed, nothing to store
+                continue
+            expected = 16 if label.endswith("/complex") else 32
+            assert len(moduli) == len(phases) == expected
+            assert all(0 < m < 1 for m in moduli)
+            assert all(-math.pi <= p <= math.pi for p in phases)
+            if label.endswith("/real"):
+                assert all(p == 0.0 for p in phases)
