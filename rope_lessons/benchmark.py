@@ -16,12 +16,12 @@ Shapes: ``(B, H, T, d)``: batch, heads, sequence length, head dimension.
 from __future__ import annotations
 
 import statistics
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
 from torch.utils import benchmark as torch_benchmark
+from torch.utils.benchmark.utils.timer import timer as synchronised_clock
 
 from rope_lessons._checks import check_positive_int
 from rope_lessons.rope import (
@@ -155,16 +155,82 @@ def _check_forms_agree(x: torch.Tensor, forms: dict[str, Callable[[], torch.Tens
         torch.testing.assert_close(form(), expected, rtol=1e-5, atol=atol, msg=name)
 
 
-def _calls_per_measurement(form: Callable[[], torch.Tensor], min_time: float) -> int:
-    """How many calls take at least ``min_time`` seconds (one call measured first)."""
-    start = time.perf_counter()
-    form()
-    once = max(time.perf_counter() - start, 1e-7)
+def _spread(values: Sequence[float]) -> tuple[float, float, float]:
+    return min(values), statistics.median(values), max(values)
+
+
+def check_timing_args(repeats: int, min_time: float) -> None:
+    """Refuse a number of repeats below 1 and a measuring time that is not positive."""
+    check_positive_int(repeats, "repeats")
+    if not min_time > 0:
+        raise ValueError(f"min_time must be positive, got {min_time}")
+
+
+def _calls_per_measurement(timer: torch_benchmark.Timer, min_time: float) -> int:
+    """How many calls last at least ``min_time`` by ``timer``'s clock (one call timed first)."""
+    once = max(timer.timeit(1).median, 1e-7)
     return max(1, round(min_time / once))
 
 
-def _spread(values: Sequence[float]) -> tuple[float, float, float]:
-    return min(values), statistics.median(values), max(values)
+def time_in_turn(
+    forms: Mapping[str, Callable[[], object]],
+    reference: str,
+    seq_len: int,
+    *,
+    repeats: int = 5,
+    min_time: float = 0.02,
+    clock: Callable[[], float] = synchronised_clock,
+) -> list[Timing]:
+    """Time zero-argument calls in turn, in the same repeats, and divide each by ``reference``.
+
+    Each form gets a ``torch.utils.benchmark.Timer`` on ``clock`` and
+    ``torch.get_num_threads()`` threads, and a number of calls per
+    measurement such that one measurement lasts at least ``min_time`` by that
+    clock (one call is timed first to choose it). Each repeat then measures
+    every form once, one after the other, so that a form's ratio to the
+    reference divides two times taken moments apart and a change of load
+    between repeats cancels out.
+
+    Args:
+        forms: the calls to time, by name; the order of the results.
+        reference: the name of the form the ratios divide by.
+        seq_len: the length recorded in every :class:`Timing`.
+        repeats: measurements per form; the spread is over these.
+        min_time: seconds per measurement, at least.
+        clock: the timer's clock: by default wall time after a
+            synchronisation of the accelerator, if any (torch's default);
+            ``time.process_time`` counts the process's CPU time instead.
+
+    Returns:
+        One :class:`Timing` per form, in the order of ``forms``; the
+        reference's ratios are 1.
+    """
+    check_timing_args(repeats, min_time)
+    if reference not in forms:
+        raise ValueError(f"the reference {reference!r} is not among the forms {list(forms)}")
+    timers = {
+        name: torch_benchmark.Timer(
+            stmt="form()",
+            globals={"form": form},
+            timer=clock,
+            num_threads=torch.get_num_threads(),
+        )
+        for name, form in forms.items()
+    }
+    number = {name: _calls_per_measurement(timer, min_time) for name, timer in timers.items()}
+    seconds: dict[str, list[float]] = {name: [] for name in forms}
+    for _ in range(repeats):
+        for name, timer in timers.items():
+            seconds[name].append(timer.timeit(number[name]).median)
+    return [
+        Timing(
+            name,
+            seq_len,
+            tuple(times),
+            _spread([t / r for t, r in zip(times, seconds[reference], strict=True)]),
+        )
+        for name, times in seconds.items()
+    ]
 
 
 def time_rope_forms(
@@ -181,10 +247,10 @@ def time_rope_forms(
 ) -> list[Timing]:
     """Check that every form gives the same result, then time each at every length.
 
-    For each length ``T`` the input is ``(batch, heads, T, dim)``, float32. Each
-    repeat times every form once, one after the other (``number`` calls each,
-    chosen so that a measurement lasts at least ``min_time``), on
-    ``torch.get_num_threads()`` threads.
+    For each length ``T`` the input is ``(batch, heads, T, dim)``, float32.
+    :func:`time_in_turn` times the forms: each repeat measures every form once,
+    one after the other (enough calls each that a measurement lasts at least
+    ``min_time``), in wall time on ``torch.get_num_threads()`` threads.
 
     Args:
         seq_lens: the lengths ``T`` to time.
@@ -199,12 +265,11 @@ def time_rope_forms(
         One :class:`Timing` per form and length, the reference form first at
         each length (its ratios are 1).
     """
-    for name, value in (("batch", batch), ("heads", heads), ("dim", dim), ("repeats", repeats)):
+    for name, value in (("batch", batch), ("heads", heads), ("dim", dim)):
         check_positive_int(value, name)
+    check_timing_args(repeats, min_time)
     if not seq_lens:
         raise ValueError("seq_lens must name at least one length")
-    if not min_time > 0:
-        raise ValueError(f"min_time must be positive, got {min_time}")
     generator = torch.Generator().manual_seed(seed)
     results = []
     for seq_len in seq_lens:
@@ -212,21 +277,7 @@ def time_rope_forms(
         x = torch.randn(batch, heads, seq_len, dim, generator=generator).to(device)
         forms = rope_forms(x, with_loop=seq_len <= loop_max_len)
         _check_forms_agree(x, forms)
-        timers = {
-            name: torch_benchmark.Timer(
-                stmt="form()", globals={"form": form}, num_threads=torch.get_num_threads()
-            )
-            for name, form in forms.items()
-        }
-        number = {name: _calls_per_measurement(form, min_time) for name, form in forms.items()}
-        seconds: dict[str, list[float]] = {name: [] for name in forms}
-        for _ in range(repeats):
-            for name, timer in timers.items():
-                seconds[name].append(timer.timeit(number[name]).median)
-        reference = seconds[REFERENCE]
-        for name, times in seconds.items():
-            ratios = [t / r for t, r in zip(times, reference, strict=True)]
-            results.append(Timing(name, seq_len, tuple(times), _spread(ratios)))
+        results += time_in_turn(forms, REFERENCE, seq_len, repeats=repeats, min_time=min_time)
     return results
 
 

@@ -34,16 +34,15 @@ Shapes: ``...`` any leading dimensions, ``T`` sequence length, ``n`` channels.
 
 from __future__ import annotations
 
-import statistics
+import functools
 import time
 from collections.abc import Callable, Sequence
 
 import torch
-from torch.utils import benchmark as torch_benchmark
 from torch.utils.benchmark.utils.timer import timer as synchronised_clock
 
 from rope_lessons._checks import check_positive_int
-from rope_lessons.benchmark import Timing
+from rope_lessons.benchmark import Timing, check_timing_args, time_in_turn
 from rope_lessons.recurrence import (
     _check_recurrence_args,
     decay_kernel,
@@ -179,12 +178,12 @@ def time_recurrence_forms(
 
     The input is complex64 ``(batch, T, channels)`` with one complex decay per
     channel, of modulus 0.99 and a random angle. Each repeat times every form
-    once, one after the other (``number`` calls each, chosen so that one
-    measurement lasts at least ``min_time``), so each form's ratio to the
-    step-by-step form compares times taken moments apart. On the CPU the clock
-    is the process's CPU time, which other programs competing for the cores
-    disturb less than wall time; on a GPU it is wall time after a
-    synchronisation (torch's ``Timer``).
+    once, one after the other (:func:`~rope_lessons.benchmark.time_in_turn`:
+    enough calls each that one measurement lasts at least ``min_time``), so
+    each form's ratio to the step-by-step form compares times taken moments
+    apart. On the CPU the clock is the process's CPU time, which other
+    programs competing for the cores disturb less than wall time; on a GPU it
+    is wall time after a synchronisation (torch's ``Timer``).
 
     Args:
         lengths: the sequence lengths ``T``.
@@ -201,12 +200,11 @@ def time_recurrence_forms(
         One :class:`~rope_lessons.benchmark.Timing` per form and length, the
         step-by-step form first at each length (its ratios are 1).
     """
-    for name, value in (("channels", channels), ("batch", batch), ("repeats", repeats)):
+    for name, value in (("channels", channels), ("batch", batch)):
         check_positive_int(value, name)
+    check_timing_args(repeats, min_time)
     if not lengths:
         raise ValueError("lengths must name at least one length")
-    if not min_time > 0:
-        raise ValueError(f"min_time must be positive, got {min_time}")
     if matrix_max_len is not None:
         check_positive_int(matrix_max_len, "matrix_max_len")
     device = torch.device(device)
@@ -220,38 +218,17 @@ def time_recurrence_forms(
         x = torch.randn(batch, length, channels, dtype=torch.complex64, generator=generator)
         x = x.to(device)
         forms = {
-            name: form
+            name: functools.partial(form, x, decay)
             for name, form in RECURRENCE_FORMS.items()
             if name != MATRIX or matrix_max_len is None or length <= matrix_max_len
         }
         reference = linear_recurrence(x, decay)
         for name, form in forms.items():  # float32 arithmetic; states grow to ~ sqrt(1/(1-r^2))
-            torch.testing.assert_close(form(x, decay), reference, rtol=1e-3, atol=1e-3, msg=name)
-        timers = {
-            name: torch_benchmark.Timer(
-                stmt="form(x, decay)",
-                globals={"form": form, "x": x, "decay": decay},
-                timer=clock,
-                num_threads=torch.get_num_threads(),
-            )
-            for name, form in forms.items()
-        }
-        number = {name: _calls_per_measurement(timer, min_time) for name, timer in timers.items()}
-        seconds: dict[str, list[float]] = {name: [] for name in forms}
-        for _ in range(repeats):
-            for name, timer in timers.items():
-                seconds[name].append(timer.timeit(number[name]).median)
-        for name, times in seconds.items():
-            ratios = [t / s for t, s in zip(times, seconds[STEP], strict=True)]
-            spread = (min(ratios), statistics.median(ratios), max(ratios))
-            results.append(Timing(name, length, tuple(times), spread))
+            torch.testing.assert_close(form(), reference, rtol=1e-3, atol=1e-3, msg=name)
+        results += time_in_turn(
+            forms, STEP, length, repeats=repeats, min_time=min_time, clock=clock
+        )
     return results
-
-
-def _calls_per_measurement(timer: torch_benchmark.Timer, min_time: float) -> int:
-    """How many calls take at least ``min_time`` seconds (one call measured first)."""
-    once = max(timer.timeit(1).median, 1e-7)
-    return max(1, round(min_time / once))
 
 
 def fitted_slopes(timings: Sequence[Timing]) -> dict[str, float]:

@@ -19,6 +19,7 @@ from rope_lessons.benchmark import (
     hf_apply_rotary,
     hf_cos_sin,
     hf_rotate_half,
+    time_in_turn,
     time_rope_forms,
 )
 from rope_lessons.rope import apply_rope
@@ -107,3 +108,38 @@ def test_benchmark_refuses_bad_arguments() -> None:
         time_rope_forms((8,), repeats=0)
     with pytest.raises(ValueError, match="min_time"):
         time_rope_forms((8,), min_time=0.0)
+
+
+def test_time_in_turn_measures_on_its_clock_and_divides_within_each_repeat() -> None:
+    """A clock that only the forms move: each call costs a known time, so the results are exact.
+
+    The cost of ``slow`` doubles after its first repeat (its eighth call),
+    which the ratio to ``fast`` in the same repeat must follow. The call
+    counts include the two warm-up calls torch's ``Timer.timeit`` makes.
+    """
+    now = [0.0]
+    calls = {"fast": 0, "slow": 0}
+
+    def form(name: str, cost: Callable[[int], float]) -> Callable[[], None]:
+        def call() -> None:
+            calls[name] += 1
+            now[0] += cost(calls[name])
+
+        return call
+
+    forms = {
+        "fast": form("fast", lambda _: 1e-3),
+        "slow": form("slow", lambda n: 3e-3 if n <= 3 + 2 + 3 else 6e-3),
+    }
+    timings = time_in_turn(forms, "fast", 7, repeats=2, min_time=0.01, clock=lambda: now[0])
+    assert [(t.name, t.seq_len) for t in timings] == [("fast", 7), ("slow", 7)]
+    fast, slow = timings
+    assert fast.samples == pytest.approx((1e-3, 1e-3)) and fast.ratios == (1.0, 1.0, 1.0)
+    # calibration: 2 warm-ups + 1 timed call; each repeat: 2 warm-ups + round(0.01 / cost) calls
+    assert calls["fast"] == 3 + 2 * (2 + 10) and calls["slow"] == 3 + 2 * (2 + 3)
+    assert slow.samples == pytest.approx((3e-3, 6e-3))
+    assert slow.ratios == pytest.approx((3.0, 4.5, 6.0))
+    with pytest.raises(ValueError, match="reference"):
+        time_in_turn(forms, "absent", 7, clock=lambda: now[0])
+    with pytest.raises(ValueError, match="min_time"):
+        time_in_turn(forms, "fast", 7, min_time=0.0)
