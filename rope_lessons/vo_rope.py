@@ -409,7 +409,7 @@ SU_2025_LOSSES: dict[str, float] = {
     "q": 2.851,
     "v": 2.856,
 }
-"""Final loss of each placement on Su's ~1B LLaMA-like model
+"""The loss of each placement on Su's ~1B LLaMA-like model
 (kexue.fm/archives/10862, 2025; his table says only "loss", not which split);
 keys are the placement names of :data:`~rope_lessons.attention.PLACEMENTS`."""
 
