@@ -293,6 +293,7 @@ def test_solutions_are_collapsed_dropdowns(crawl: dict[str, Page]) -> None:
 
 def test_a_solution_opens_when_clicked(browser: Any, crawl: dict[str, Page]) -> None:
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
 
     page = next(p for p in crawl.values() if p.seen["solutions"])
     browser.get(page.url)
@@ -301,7 +302,9 @@ def test_a_solution_opens_when_clicked(browser: Any, crawl: dict[str, Page]) -> 
     content = solution.find_element(By.CSS_SELECTOR, ":scope > :not(.admonition-title)")
     assert not content.is_displayed()
     solution.find_element(By.CSS_SELECTOR, "button.toggle-button").click()
-    assert content.is_displayed()
+    # The theme opens the dropdown in a script after the click: wait for it (a
+    # solution that never opens still fails, after the timeout).
+    WebDriverWait(browser, 10).until(lambda _: content.is_displayed())
 
 
 def test_search_finds_rotary(browser: Any, server: str) -> None:
