@@ -58,12 +58,54 @@ import torch
 import torch.nn.functional as F
 from torch.torch_version import TorchVersion
 
-from rope_lessons._checks import check_choice, check_positions
+from rope_lessons._checks import check_choice, check_positions, check_positive_int
 from rope_lessons.rope import Rope, rotate
 
 Placement = Literal["nope", "q", "k", "v", "o", "qk", "vo", "qkv", "qkvo"]
 PLACEMENTS: tuple[Placement, ...] = get_args(Placement)
 RELATIVE_PLACEMENTS: tuple[Placement, ...] = ("nope", "qk", "vo", "qkvo")
+
+LocalKind = Literal["window", "chunk"]
+
+
+@dataclass(frozen=True)
+class Local:
+    """Attention restricted to nearby keys.
+
+    Attributes:
+        size: the window or chunk length, in positions.
+        kind: ``"window"``: a query at ``m`` sees keys at ``n`` with
+            ``|m - n| < size`` (with the causal mask, the last ``size`` keys:
+            a sliding window, as in Mistral or Su's windowed layers);
+            ``"chunk"``: it sees the keys of its own chunk, ``m // size == n //
+            size`` (Llama 4's chunked attention in its RoPE layers).
+
+    Example:
+        >>> Local(2).allows(torch.tensor([3]), torch.tensor([1, 2, 3]))
+        tensor([False,  True,  True])
+        >>> Local(2, "chunk").allows(torch.tensor([3]), torch.tensor([1, 2, 3]))
+        tensor([False,  True,  True])
+    """
+
+    size: int
+    kind: LocalKind = "window"
+
+    def __post_init__(self) -> None:
+        check_positive_int(self.size, "size")
+        check_choice(self.kind, "kind", get_args(LocalKind))
+
+    def allows(self, q_positions: torch.Tensor, k_positions: torch.Tensor) -> torch.Tensor:
+        """True where a query may see a key; the two position tensors broadcast."""
+        if self.kind == "window":
+            return (q_positions - k_positions).abs() < self.size
+        return torch.div(q_positions, self.size, rounding_mode="floor") == torch.div(
+            k_positions, self.size, rounding_mode="floor"
+        )
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready values."""
+        return {"size": self.size, "kind": self.kind}
+
 
 # ``enable_gqa`` came with torch 2.5; before it, key and value heads are repeated.
 _SDPA_HAS_GQA = TorchVersion(torch.__version__) >= "2.5"
@@ -296,6 +338,18 @@ class _Rotary:
             k_pos = k_pos.repeat_interleave(heads // k_pos.shape[1], dim=1)
         return k_pos[..., None, :].to(device) <= q_pos[..., :, None].to(device)
 
+    def near(
+        self, local: Local, q_len: int, k_len: int, heads: int, device: torch.device
+    ) -> torch.Tensor:
+        """Where ``local`` lets a query see a key, ``(B|1, H|1, T_q, T_k)``: by the positions
+        given (shared or separate), else by index aligned with the end of the keys."""
+        arange = torch.arange(k_len, device=device)
+        q_pos = _as_3d(self.q_positions if self.q_positions is not None else arange[-q_len:])
+        k_pos = _as_3d(self.k_positions if self.k_positions is not None else arange)
+        if k_pos.shape[1] not in (1, heads):  # per-head key positions, shared by a group
+            k_pos = k_pos.repeat_interleave(heads // k_pos.shape[1], dim=1)
+        return local.allows(q_pos[..., :, None].to(device), k_pos[..., None, :].to(device))
+
 
 def _attend(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, is_causal: bool
@@ -402,6 +456,7 @@ def attention(
     k_positions: torch.Tensor | None = ...,
     return_weights: Literal[False] = ...,
     theta: torch.Tensor | None = ...,
+    local: Local | None = ...,
 ) -> torch.Tensor: ...
 
 
@@ -419,6 +474,7 @@ def attention(
     k_positions: torch.Tensor | None = ...,
     return_weights: Literal[True],
     theta: torch.Tensor | None = ...,
+    local: Local | None = ...,
 ) -> tuple[torch.Tensor, torch.Tensor]: ...
 
 
@@ -436,6 +492,7 @@ def attention(
     k_positions: torch.Tensor | None = ...,
     return_weights: bool,
     theta: torch.Tensor | None = ...,
+    local: Local | None = ...,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]: ...
 
 
@@ -452,6 +509,7 @@ def attention(
     k_positions: torch.Tensor | None = None,
     return_weights: bool = False,
     theta: torch.Tensor | None = None,
+    local: Local | None = None,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     r"""Softmax attention :math:`o_m = \sum_n a_{mn} v_n` with RoPE at ``placement``.
 
@@ -496,6 +554,9 @@ def attention(
             the device of ``q``; gradients flow into it, so a model can train
             its angles (J. Su's suggestion for VO-RoPE, and what LRU does).
             None: the spec's fixed frequencies and their cached tables.
+        local: restrict each query to nearby keys (a :class:`Local` window or
+            chunk, by position as the causal mask is), on top of the causal
+            mask. None: every key the causal mask allows.
 
     Returns:
         The output ``(B, H, T_q, Dv)``, and with ``return_weights`` the
@@ -515,15 +576,21 @@ def attention(
     )  # fmt: skip
     q_len, k_len, heads = q.shape[-2], k.shape[-2], q.shape[1]
     mask = None  # None: the usual lower triangle, or no mask at all
-    if causal and (q_len != k_len or rotary.by_position):
+    if causal and (q_len != k_len or rotary.by_position or local is not None):
         mask = rotary.visible(q_len, k_len, heads, q.device)
-        if not bool(mask.any(-1).all()):
-            raise ValueError(
-                "causal attention with a query that sees no key (every key sits after it): "
-                f"T_q = {q_len} queries against T_k = {k_len} keys"
-                + (", with the positions given" if rotary.by_position else "")
-                + "; its output would be undefined"
-            )
+    if local is not None:
+        if not isinstance(local, Local):
+            raise TypeError(f"local must be a Local window or chunk, got {type(local).__name__}")
+        near = rotary.near(local, q_len, k_len, heads, q.device)
+        mask = near if mask is None else mask & near
+    if mask is not None and not bool(mask.any(-1).all()):
+        raise ValueError(
+            "a query that sees no key (every key sits after it"
+            + (f", or outside its {local.kind} of {local.size}" if local is not None else "")
+            + f"): T_q = {q_len} queries against T_k = {k_len} keys"
+            + (", with the positions given" if rotary.by_position else "")
+            + "; its output would be undefined"
+        )
     q, k, v = rotary.inputs(q, k, v)
     if return_weights:
         k, v = _repeat_heads(k, v, heads)

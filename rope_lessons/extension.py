@@ -36,7 +36,7 @@ import itertools
 import math
 import numbers
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Literal, get_args
 
 import torch
@@ -50,6 +50,7 @@ from rope_lessons._checks import (
     check_positive_int,
     check_positive_number,
 )
+from rope_lessons.attention import Local
 from rope_lessons.model import SelfAttention, TinyTransformer
 from rope_lessons.rope import Layout, Rope, frequencies
 from rope_lessons.spectrum import wavelengths
@@ -525,6 +526,7 @@ def extended(
     rope: Rope | None = None,
     *,
     log_scale_from: int | None = None,
+    rope_local: Local | None = None,
 ) -> TinyTransformer:
     r"""A copy of a trained RoPE model with a new spec and attention scaling.
 
@@ -542,6 +544,10 @@ def extended(
             position ``m`` is also multiplied by
             :math:`\max(1, \log(m+1)/\log L)`: Su's log-length scaling, which
             keeps the attention's entropy from growing with the number of keys.
+        rope_local: if given, the rotating layers attend only within this
+            window or chunk (:attr:`~rope_lessons.model.ModelConfig.rope_local`;
+            e.g. ``Local(L)``: a sliding window of the trained length, or, on a
+            model with NoPE layers, Llama 4's chunked RoPE layers at read time).
 
     Returns:
         a new model in eval mode. The attention factor acts through the spec
@@ -570,6 +576,10 @@ def extended(
             )
         # the new frequencies replace the whole ladder, p-RoPE's cut included
         config = dataclasses.replace(config, rope=rope)
+    if rope_local is not None:
+        if not isinstance(rope_local, Local):
+            raise TypeError(f"rope_local must be a Local window or chunk, got {rope_local!r}")
+        config = dataclasses.replace(config, rope_local=rope_local)
     copy = TinyTransformer(config).to(next(model.parameters()).device)
     copy.load_state_dict(model.state_dict())
     copy.eval()
@@ -700,11 +710,16 @@ def fine_tune(
     batch_size: int,
     lr: float,
     seed: int,
+    warmup: int | None = None,
+    checkpoints: Collection[int] = (),
+    on_checkpoint: Callable[[int], None] | None = None,
 ) -> TinyTransformer:
     """Train ``model`` further, in place, on ``data``'s training split at ``length``.
 
     The short fine-tune of the extension papers: the model keeps its (new)
     frequencies and hooks and sees sequences longer than it was trained on.
+    ``warmup``, ``checkpoints`` and ``on_checkpoint`` are those of
+    :func:`~rope_lessons.training.train` (e.g. to read a fine-tune curve off one run).
 
     Returns:
         the same model, in eval mode.
@@ -712,5 +727,14 @@ def fine_tune(
     sampler = batch_sampler(
         data, batch_size, length, seed=seed, device=next(model.parameters()).device
     )
-    train(model, sampler, steps=steps, lr=lr, progress=False)
+    train(
+        model,
+        sampler,
+        steps=steps,
+        lr=lr,
+        warmup=warmup,
+        progress=False,
+        checkpoints=checkpoints,
+        on_checkpoint=on_checkpoint,
+    )
     return model

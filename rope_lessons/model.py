@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from rope_lessons._checks import check_choice, check_positions, check_positive_int
-from rope_lessons.attention import Placement, attention, check_placement
+from rope_lessons.attention import Local, Placement, attention, check_placement
 from rope_lessons.encodings import AbsoluteEncoding, absolute_encoding
 from rope_lessons.rope import Rope
 
@@ -76,6 +76,17 @@ class ModelConfig:
             the spec's values (J. Su's suggestion for VO-RoPE; LRU trains its
             angles likewise). The spec still gives the layout and the
             attention factor.
+        rope_local: restrict the attention of every rotating layer to a
+            :class:`~rope_lessons.attention.Local` window or chunk of keys (the
+            NoPE layers of ``nope_layers`` stay global): Llama 4's chunked
+            RoPE layers, or with every layer rotating, a sliding-window model.
+        qk_norm: RMS-normalise each query and key (no weight) in the rotating
+            layers, as Llama 4 does in its RoPE layers (``Llama4TextL2Norm``,
+            eps 1e-6); a rotation keeps the norm, so before or after it is the same.
+        nope_temperature: Llama 4's temperature tuning in the NoPE layers of
+            ``nope_layers``: the query at position ``m`` is multiplied by
+            ``1 + 0.1 log(1 + floor((m + 1) / nope_temperature))`` (Llama 4's
+            ``floor_scale`` is 8192, its chunk size). None: no tuning.
 
     ``rope``, ``placement``, ``nope_layers`` and ``learned_angles`` only mean something with
     ``position="rope"``; setting any of them with another position encoding is
@@ -102,6 +113,9 @@ class ModelConfig:
     kv_heads: int | None = None
     shared_kv: bool = False
     learned_angles: bool = False
+    rope_local: Local | None = None
+    qk_norm: bool = False
+    nope_temperature: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "dim", "n_layers", "n_heads", "mlp_ratio", "max_len"):
@@ -119,10 +133,17 @@ class ModelConfig:
                 f"kv_heads must divide n_heads (each key-value head serves a group of query "
                 f"heads), got kv_heads={self.kv_heads}, n_heads={self.n_heads}"
             )
-        for name in ("shared_kv", "learned_angles"):
+        for name in ("shared_kv", "learned_angles", "qk_norm"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
         check_placement(self.placement)
+        if self.rope_local is not None and not isinstance(self.rope_local, Local):
+            raise TypeError(
+                f"rope_local must be a Local window or chunk (e.g. Local(64)), "
+                f"got {self.rope_local!r}"
+            )
+        if self.nope_temperature is not None:
+            check_positive_int(self.nope_temperature, "nope_temperature")
         if not isinstance(self.nope_layers, tuple) or not all(
             isinstance(i, int) and not isinstance(i, bool) and 0 <= i < self.n_layers
             for i in self.nope_layers
@@ -139,6 +160,9 @@ class ModelConfig:
                     ("placement", self.placement, "qk"),
                     ("nope_layers", self.nope_layers, ()),
                     ("learned_angles", self.learned_angles, False),
+                    ("rope_local", self.rope_local, None),
+                    ("qk_norm", self.qk_norm, False),
+                    ("nope_temperature", self.nope_temperature, None),
                 )
                 if value != default
             ]
@@ -201,6 +225,11 @@ class ModelConfig:
             del values["kv_heads"], values["shared_kv"]
         if not self.learned_angles:
             del values["learned_angles"]
+        # Fields added later are described only when set, for the same reason.
+        values["rope_local"] = None if self.rope_local is None else self.rope_local.to_dict()
+        for name, default in (("rope_local", None), ("qk_norm", False), ("nope_temperature", None)):
+            if values[name] == default:
+                del values[name]
         return values
 
 
@@ -210,6 +239,30 @@ def _absolute_table(
 ) -> torch.Tensor:
     """An absolute encoding table ``(T, C)`` on ``device``, built once per length."""
     return absolute_encoding(kind, seq_len, dim).to(device)
+
+
+QK_NORM_EPS = 1e-6  # Llama 4's rms_norm_eps
+LLAMA4_ATTN_SCALE = 0.1  # Llama 4's attn_scale
+
+
+def rms_normalised(x: torch.Tensor) -> torch.Tensor:
+    """``x`` ``(..., D)`` divided by its root mean square over the last axis (no weight)."""
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + QK_NORM_EPS)
+
+
+def llama4_temperature(positions: torch.Tensor, floor_scale: int) -> torch.Tensor:
+    r"""Llama 4's query scale in its NoPE layers at each position ``m``:
+    :math:`1 + 0.1 \log(1 + \lfloor (m + 1) / s \rfloor)` with floor scale ``s``.
+
+    It is 1 for the first ``s - 1`` positions and grows like the logarithm of
+    the number of chunks after that (the attention temperature of Nakanishi,
+    arXiv:2501.19399, in steps of a chunk).
+
+    Returns:
+        float32 tensor of ``positions``' shape.
+    """
+    chunks = torch.floor((positions.to(torch.float32) + 1.0) / floor_scale)
+    return 1.0 + LLAMA4_ATTN_SCALE * torch.log1p(chunks)
 
 
 class LayerOutput(NamedTuple):
@@ -259,14 +312,24 @@ class SelfAttention(nn.Module):
         """``x`` ``(B, T, C)`` -> output ``(B, T, C)``, weights and unrotated q, k, v on request."""
         cfg = self.config
         qkv = self.project(x)  # (B, H, T, D) each
+        q, k, v = qkv
+        rotating = self.placement != "nope"
+        if cfg.qk_norm and rotating:
+            q, k = rms_normalised(q), rms_normalised(k)
+        if cfg.nope_temperature is not None and not rotating:
+            where = torch.arange(x.shape[1], device=x.device) if positions is None else positions
+            q = q * llama4_temperature(where, cfg.nope_temperature).unsqueeze(-1).to(q.dtype)
         result = attention(
-            *qkv,
+            q,
+            k,
+            v,
             placement=self.placement,
             rope=cfg.rope,
             causal=cfg.causal,
             positions=positions,
             return_weights=return_weights,
             theta=self.theta,
+            local=cfg.rope_local if rotating else None,
         )
         out, weights = result if isinstance(result, tuple) else (result, None)
         out = out.transpose(1, 2).flatten(-2)  # (B, T, C)

@@ -1,0 +1,229 @@
+"""Chapter 8's benchmark: text in which a segment of random letters comes back later.
+
+Plain text rarely needs a token far away, so a model that ignores distant
+tokens loses little on it, and a benchmark of text alone cannot tell
+*extending* the context from *ignoring* it. :class:`CopyInText` mixes a task
+that does need distance into the course corpus: in every window of text, a
+segment of ``segment`` random lowercase letters is written at some position
+and written again ``distance`` characters later. The first copy cannot be
+predicted (its targets are not scored); after its first letter, the second
+copy can be read off the first, by a model that attends back ``distance``
+tokens and copies (an induction head). A model that cannot reach the first
+copy pays :data:`CHANCE_LOSS` = log 26 nats per copied letter at best.
+
+:meth:`CopyInText.probe` builds the held-out probes of the benchmark: windows
+whose second copy ends at the last position and whose distance lies in a
+given range, so that every distance band is read at the same positions; and
+:func:`probe_losses` scores a model on them, text per position band and
+copied letters per distance band.
+
+Shapes: ``B`` batch, ``T`` sequence length, ``S`` segment length.
+"""
+
+from __future__ import annotations
+
+import math
+import string
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from rope_lessons._checks import check_choice, check_positive_int
+from rope_lessons.corpus import CharCorpus
+from rope_lessons.synthetic import IGNORE, SPLITS, VALIDATION_SEED_OFFSET, Batch, Split
+
+LETTERS = string.ascii_lowercase
+CHANCE_LOSS = math.log(len(LETTERS))  # a copied letter guessed without its first copy
+PLACEMENT_ATTEMPTS = 100
+
+
+@dataclass(frozen=True)
+class Probe:
+    """Held-out windows with one copied segment each.
+
+    Attributes:
+        tokens: ``(B, T)`` ids.
+        targets: ``(B, T)`` next ids; the first copy's letters are IGNORE.
+        copied: ``(B, T)`` bool, True at the targets that are letters of the
+            second copy after its first (the ones a copy can predict).
+        distance: ``(B,)`` the distance between the two copies.
+    """
+
+    tokens: torch.Tensor
+    targets: torch.Tensor
+    copied: torch.Tensor
+    distance: torch.Tensor
+
+    def to(self, device: torch.device | str) -> Probe:
+        """The probe on ``device``."""
+        return Probe(
+            *(t.to(device) for t in (self.tokens, self.targets, self.copied)), self.distance
+        )
+
+
+@dataclass
+class CopyInText(CharCorpus):
+    """The corpus with one random segment per window, copied ``distance`` characters later.
+
+    Attributes:
+        segment: letters per segment ``S`` (>= 2: the first letter of the
+            second copy is a guess, the others can be copied).
+        pair_every: training windows of length ``T`` hold ``max(1, T //
+            pair_every)`` copied pairs, so that longer windows carry as many
+            copies per token.
+
+    In training windows the distance is uniform over ``[S, T - S]`` and the
+    first copy's start uniform over the places where both fit. The targets of the first copy's letters (random) and of the
+    second copy's first letter (random until the copy starts) are IGNORE.
+    """
+
+    segment: int = 8
+    pair_every: int = 64
+
+    def __post_init__(self) -> None:
+        check_positive_int(self.segment, "segment")
+        check_positive_int(self.pair_every, "pair_every")
+        if self.segment < 2:
+            raise ValueError(
+                f"segment must be >= 2 (one letter to cue, one to copy), got {self.segment}"
+            )
+        super().__post_init__()
+        self._letters = self.encode(LETTERS)
+
+    @property
+    def min_len(self) -> int:  # type: ignore[override]
+        """Two copies side by side."""
+        return 2 * self.segment
+
+    def _windows(
+        self, batch_size: int, seq_len: int, generator: torch.Generator, split: Split
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Text windows ``(B, T)`` and their next characters ``(B, T)``, before any copy."""
+        return CharCorpus.sample(self, batch_size, seq_len, generator, split)
+
+    def _insert(
+        self,
+        tokens: torch.Tensor,
+        targets: torch.Tensor,
+        pairs: torch.Tensor,
+        generator: torch.Generator,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Write a random segment at each pair's first place and again ``distance`` later.
+
+        ``pairs`` ``(P, 3)`` holds ``(row, first, distance)``; segments must not overlap.
+        Returns tokens, targets (IGNORE where unpredictable) and the copied mask, ``(B, T)``.
+        """
+        batch, seq_len = tokens.shape
+        s = self.segment
+        rows, first, distance = pairs.unbind(1)  # (P,) each
+        letters = self._letters[
+            torch.randint(0, len(LETTERS), (len(pairs), s), generator=generator)
+        ]
+        offsets = torch.arange(s)
+        rows = rows[:, None].expand(-1, s)  # (P, S)
+        starts = first[:, None] + offsets  # (P, S)
+        again = starts + distance[:, None]  # (P, S)
+        # the full sequence, one longer than the window, so that targets follow the tokens
+        full = torch.cat([tokens, targets[:, -1:]], dim=1)  # (B, T + 1)
+        full[rows, starts] = letters
+        full[rows, again] = letters
+        tokens, targets = full[:, :-1].clone(), full[:, 1:].clone()
+        # targets t predict token t + 1: the first copy's letters and the second copy's first
+        unpredictable = torch.cat([starts - 1, again[:, :1] - 1], dim=1)  # (P, S + 1)
+        valid = unpredictable >= 0
+        targets[rows[:, :1].expand_as(unpredictable)[valid], unpredictable[valid]] = IGNORE
+        copied = torch.zeros(batch, seq_len, dtype=torch.bool)
+        copied[rows[:, 1:], again[:, 1:] - 1] = True  # targets of letters 2 .. S of the copy
+        return tokens, targets, copied
+
+    def _place(self, batch_size: int, seq_len: int, generator: torch.Generator) -> torch.Tensor:
+        """``(row, first, distance)`` of ``max(1, T // pair_every)`` pairs per window, each
+        distance uniform over ``[S, T - S]`` and each first place uniform over where both
+        copies fit, redrawn (up to :data:`PLACEMENT_ATTEMPTS` times) where a segment would
+        overlap one already placed; a pair that finds no room is left out."""
+        s = self.segment
+        wanted = max(1, seq_len // self.pair_every)
+        pairs = []
+        for row in range(batch_size):
+            taken = torch.zeros(seq_len + 1, dtype=torch.bool)
+            for _ in range(wanted):
+                for _ in range(PLACEMENT_ATTEMPTS):
+                    distance = int(torch.randint(s, seq_len - s + 1, (1,), generator=generator))
+                    room = seq_len - s - distance + 1  # places where both copies fit
+                    first = int(torch.rand(1, generator=generator) * room)
+                    spans = (slice(first, first + s), slice(first + distance, first + distance + s))
+                    if not any(bool(taken[span].any()) for span in spans):
+                        for span in spans:
+                            taken[span] = True
+                        pairs.append((row, first, distance))
+                        break
+        return torch.tensor(pairs, dtype=torch.long).reshape(-1, 3)
+
+    def sample(
+        self, batch_size: int, seq_len: int, generator: torch.Generator, split: Split = "train"
+    ) -> Batch:
+        """Training windows: ``(tokens, targets)``, each ``(B, T)``."""
+        check_choice(split, "split", SPLITS)
+        if seq_len < self.min_len:
+            raise ValueError(f"seq_len must be >= {self.min_len} (two segments), got {seq_len}")
+        tokens, targets = self._windows(batch_size, seq_len, generator, split)
+        pairs = self._place(batch_size, seq_len, generator)
+        tokens, targets, _ = self._insert(tokens, targets, pairs, generator)
+        return tokens, targets
+
+    def probe(
+        self, batch_size: int, seq_len: int, distances: tuple[int, int], *, seed: int
+    ) -> Probe:
+        """Held-out windows whose second copy ends at the last position, with distances
+        uniform over ``[low, high)``; drawn from the validation split with a generator seeded
+        ``VALIDATION_SEED_OFFSET + seed``, so every model reads the same probe."""
+        low, high = distances
+        s = self.segment
+        if not s <= low < high <= seq_len - s + 1:
+            raise ValueError(
+                f"distances [{low}, {high}) must satisfy {s} <= low < high <= seq_len - "
+                f"segment + 1 = {seq_len - s + 1}"
+            )
+        generator = torch.Generator().manual_seed(VALIDATION_SEED_OFFSET + seed)
+        tokens, targets = self._windows(batch_size, seq_len, generator, "val")
+        distance = torch.randint(low, high, (batch_size,), generator=generator)
+        pairs = torch.stack([torch.arange(batch_size), seq_len - s - distance, distance], 1)
+        tokens, targets, copied = self._insert(tokens, targets, pairs, generator)
+        return Probe(tokens, targets, copied, distance)
+
+
+def per_token_losses(model: nn.Module, probe: Probe, batch_size: int = 16) -> torch.Tensor:
+    """Cross-entropy of every target of ``probe``, ``(B, T)`` float64 (NaN where IGNORE)."""
+    model.eval()
+    device = next(model.parameters()).device
+    rows = []
+    with torch.no_grad():
+        for start in range(0, probe.tokens.shape[0], batch_size):
+            tokens = probe.tokens[start : start + batch_size].to(device)
+            targets = probe.targets[start : start + batch_size].to(device)
+            logits = model(tokens)  # (b, T, V)
+            loss = F.cross_entropy(logits.transpose(1, 2), targets, reduction="none")  # (b, T)
+            rows.append(loss.double().cpu().masked_fill(targets.cpu() == IGNORE, math.nan))
+    return torch.cat(rows)
+
+
+def text_band_losses(
+    losses: torch.Tensor, probe: Probe, bands: Sequence[tuple[int, int]]
+) -> list[float]:
+    """Mean loss on the text targets (neither copy) ``losses`` ``(B, T)`` in each position band."""
+    text = ~probe.copied & (probe.targets != IGNORE)
+    out = []
+    for start, stop in bands:
+        chosen = text[:, start:stop]
+        if not bool(chosen.any()):
+            raise ValueError(f"band [{start}, {stop}) holds no text target")
+        out.append(float(losses[:, start:stop][chosen].mean()))
+    return out
+
+
+def copy_loss(losses: torch.Tensor, probe: Probe) -> float:
+    """Mean loss on the copied letters (``probe.copied``) of ``losses`` ``(B, T)``."""
+    return float(losses[probe.copied].mean())

@@ -1,0 +1,92 @@
+"""Chapter 8's baselines trained from scratch, on the benchmark of ``ch08_benchmark``.
+
+The same model, data, probes and scores as :mod:`rope_lessons.sweeps.ch08_benchmark`,
+10 seeds, each run read at 512 tokens as trained:
+
+* ``"p-rope"``: p-RoPE with p = 0.25 (only the four fastest pairs rotate),
+  trained at 64. Listed first: the cheapest run, which the reproduction test
+  re-trains.
+* ``"irope"``: a trained iRoPE in the manner of Llama 4: layers 0-2 rotate,
+  attend within chunks of 32 and RMS-normalise their queries and keys; layer
+  3 has no position encoding, attends globally and scales its queries by
+  Llama 4's temperature (floor scale 32); trained at 64.
+* ``"rope at 512"``: plain RoPE trained at the target length, 512, with the
+  same number of tokens (2000 steps of 4 windows of 512, eight copied pairs
+  per window, so as many copies per token as at 64).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import torch
+
+from rope_lessons.attention import Local
+from rope_lessons.experiments import Run, make_run
+from rope_lessons.model import TinyTransformer
+from rope_lessons.rope import Rope
+from rope_lessons.sweep import Sweep
+from rope_lessons.sweeps.ch08_benchmark import (
+    BATCH_SIZE,
+    DATA,
+    EVAL_LEN,
+    HEAD_DIM,
+    STEPS,
+    TRAIN_LEN,
+    score,
+)
+
+P = 0.25
+CHUNK = TRAIN_LEN // 2
+
+
+def analyse_as_trained(
+    model: TinyTransformer, run: Run[TinyTransformer], device: torch.device
+) -> dict[str, float]:
+    """The benchmark's scores of the model as trained, read at 512."""
+    return score(model, "as trained")
+
+
+def scratch_run(label: str, train_len: int, batch_size: int, **fields: Any) -> Run[TinyTransformer]:
+    """A from-scratch run of the benchmark's model and data."""
+    run = make_run(
+        label,
+        DATA,
+        train_len=train_len,
+        eval_lens=(train_len,),
+        steps=STEPS,
+        batch_size=batch_size,
+        analyse=analyse_as_trained,
+        dim=64,
+        n_layers=4,
+        n_heads=2,
+        **fields,
+    )
+    return dataclasses.replace(run, n_checkpoints=10)
+
+
+SWEEP = Sweep(
+    name="ch08_baselines",
+    version=1,
+    description=(
+        "Chapter 8's baselines from scratch on the copy-in-text benchmark, read at 512: "
+        "p-RoPE (p=0.25) and a Llama-4-style iRoPE (chunked RoPE layers with QK-norm, a global "
+        "NoPE layer with temperature tuning) trained at 64, and plain RoPE trained at 512 "
+        "with the same tokens."
+    ),
+    runs=(
+        scratch_run("p-rope", TRAIN_LEN, BATCH_SIZE, rope=Rope(HEAD_DIM, p=P)),
+        scratch_run(
+            "irope",
+            TRAIN_LEN,
+            BATCH_SIZE,
+            nope_layers=(3,),
+            rope_local=Local(CHUNK, "chunk"),
+            qk_norm=True,
+            nope_temperature=CHUNK,
+        ),
+        scratch_run("rope at 512", EVAL_LEN, BATCH_SIZE * TRAIN_LEN // EVAL_LEN),
+    ),
+    seeds=tuple(range(10)),
+)
