@@ -76,8 +76,9 @@ class CopyInText(CharCorpus):
             copies per token.
 
     In training windows the distance is uniform over ``[S, T - S]`` and the
-    first copy's start uniform over the places where both fit. The targets of the first copy's letters (random) and of the
-    second copy's first letter (random until the copy starts) are IGNORE.
+    first copy's start uniform over the places where both fit. The targets of
+    the first copy's letters (random) and of the second copy's first letter
+    (random until the copy starts) are IGNORE.
     """
 
     segment: int = 8

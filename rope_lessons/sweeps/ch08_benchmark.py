@@ -18,8 +18,9 @@ step 1000; see the chapter's learning curve):
 * ``"rope"``: plain RoPE, read zero-shot with every extension spec of
   :func:`zero_shot_models` and a sliding window of the trained length; then
   fine-tuned from the trained weights with plain, PI, YaRN and raised-base
-  frequencies at 256 tokens, and with plain RoPE at 64 tokens (the control:
-  the same extra steps and tokens without longer windows), each on the
+  frequencies at 256 tokens, with plain RoPE at 512 (continued training at
+  the target length), and with plain RoPE at 64 (the control: the same extra
+  steps and tokens without longer windows), 1024 tokens per step, each on the
   seed's own stream, scored after 50, 200 and 800 steps of one 800-step
   fine-tune.
 
@@ -58,7 +59,7 @@ DISTANCE_BANDS = ((SEGMENT, TRAIN_LEN - SEGMENT + 1), (64, 128), (128, 256), (25
 PROBE_SEQUENCES, PROBE_SEED = 32, 8
 FINE_TUNE_LEN, FINE_TUNE_BATCH, FINE_TUNE_LR, FINE_TUNE_WARMUP = 256, 4, 1e-3, 10
 FINE_TUNE_STEPS, FINE_TUNE_POINTS = 800, (50, 200, 800)
-CONTROL_BATCH = FINE_TUNE_BATCH * FINE_TUNE_LEN // TRAIN_LEN  # same tokens per step at 64
+FINE_TUNE_TOKENS = FINE_TUNE_BATCH * FINE_TUNE_LEN  # per step, at every length
 FINE_TUNE_SEED_OFFSET = 1000  # seed s fine-tunes on stream 1000 + s
 RAISED_BASE = 1e5
 DATA = CopyInText(segment=SEGMENT)
@@ -134,6 +135,7 @@ FINE_TUNES: dict[str, tuple[Rope, int]] = {
     "pi": (spec("linear"), FINE_TUNE_LEN),
     "yarn": (spec("yarn"), FINE_TUNE_LEN),
     "raised base": (Rope(HEAD_DIM, base=RAISED_BASE), FINE_TUNE_LEN),
+    "plain at 512": (Rope(HEAD_DIM), EVAL_LEN),
     "control": (Rope(HEAD_DIM), TRAIN_LEN),
 }
 
@@ -153,7 +155,7 @@ def fine_tuned_scores(model: TinyTransformer, method: str, seed: int) -> dict[st
         DATA,
         length=length,
         steps=FINE_TUNE_STEPS,
-        batch_size=FINE_TUNE_BATCH if length == FINE_TUNE_LEN else CONTROL_BATCH,
+        batch_size=FINE_TUNE_TOKENS // length,
         lr=FINE_TUNE_LR,
         seed=FINE_TUNE_SEED_OFFSET + seed,
         warmup=FINE_TUNE_WARMUP,
@@ -227,8 +229,8 @@ SWEEP = Sweep(
         "Chapter 8's benchmark: a 4-layer char LM trained at 64 on text with a segment of 16 "
         "random letters copied 16-48 characters later, read to 512: text loss per position "
         "band, copied-letter loss per distance band; plain RoPE zero-shot with every extension "
-        "spec and a 64-token window, fine-tune curves (50/200/800 steps at 256, per-seed "
-        "streams, a same-steps control at 64), and a NoPE fourth layer read as a zero-shot iRoPE."
+        "spec and a 64-token window, fine-tune curves (50/200/800 steps at 256 and at 512, "
+        "per-seed streams, a same-steps control at 64), and a NoPE fourth layer read as a zero-shot iRoPE."
     ),
     runs=(
         benchmark_run("rope+nope", analyse_nope_layers, nope_layers=(3,)),
