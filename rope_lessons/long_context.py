@@ -57,10 +57,14 @@ class Probe:
     copied: torch.Tensor
     distance: torch.Tensor
 
-    def to(self, device: torch.device | str) -> Probe:
-        """The probe on ``device``."""
-        return Probe(
-            *(t.to(device) for t in (self.tokens, self.targets, self.copied)), self.distance
+    @classmethod
+    def joined(cls, probes: Sequence[Probe]) -> Probe:
+        """The probes' windows one after another, as one probe."""
+        return cls(
+            torch.cat([p.tokens for p in probes]),
+            torch.cat([p.targets for p in probes]),
+            torch.cat([p.copied for p in probes]),
+            torch.cat([p.distance for p in probes]),
         )
 
 

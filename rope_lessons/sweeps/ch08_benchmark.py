@@ -38,7 +38,13 @@ import torch
 
 from rope_lessons.attention import Local
 from rope_lessons.experiments import Analyse, Run, make_run
-from rope_lessons.extension import band_edges, extended, fine_tune, scaled_frequencies
+from rope_lessons.extension import (
+    ExtensionMethod,
+    band_edges,
+    extended,
+    fine_tune,
+    scaled_frequencies,
+)
 from rope_lessons.long_context import (
     CopyInText,
     Probe,
@@ -84,18 +90,14 @@ def score(model: TinyTransformer, name: str) -> dict[str, float]:
     on the copied letters per distance band (``"{name}/copy/{band}"``)."""
     out: dict[str, float] = {}
     losses = [per_token_losses(model, probe) for probe in probes()]
-    joined = Probe(
-        *(torch.cat([getattr(p, f) for p in probes()]) for f in ("tokens", "targets", "copied")),
-        torch.cat([p.distance for p in probes()]),
-    )
-    text = text_band_losses(torch.cat(losses), joined, TEXT_BANDS)
+    text = text_band_losses(torch.cat(losses), Probe.joined(probes()), TEXT_BANDS)
     out |= {f"{name}/text/{band_name(b)}": v for b, v in zip(TEXT_BANDS, text, strict=True)}
     for band, probe, loss in zip(DISTANCE_BANDS, probes(), losses, strict=True):
         out[f"{name}/copy/{band_name(band)}"] = copy_loss(loss, probe)
     return out
 
 
-def spec(method: str, **options: Any) -> Rope:
+def spec(method: ExtensionMethod, **options: Any) -> Rope:
     """An extension method's spec for factor 8 from 64 tokens."""
     return scaled_frequencies(
         HEAD_DIM, method, factor=float(FACTOR), original_length=TRAIN_LEN, **options
@@ -230,7 +232,8 @@ SWEEP = Sweep(
         "random letters copied 16-48 characters later, read to 512: text loss per position "
         "band, copied-letter loss per distance band; plain RoPE zero-shot with every extension "
         "spec and a 64-token window, fine-tune curves (50/200/800 steps at 256 and at 512, "
-        "per-seed streams, a same-steps control at 64), and a NoPE fourth layer read as a zero-shot iRoPE."
+        "per-seed streams, a same-steps control at 64), and a NoPE fourth layer read as a "
+        "zero-shot iRoPE."
     ),
     runs=(
         benchmark_run("rope+nope", analyse_nope_layers, nope_layers=(3,)),
