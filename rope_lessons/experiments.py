@@ -456,6 +456,22 @@ def run_seeds(
     return [run_once(run, seed, device, progress, checkpoints=checkpoints) for seed in seeds]
 
 
+T_QUANTILE_975 = (
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+)  # fmt: skip
+"""Two-sided 95% quantiles of Student's t (0.975) for 1 to 30 degrees of freedom;
+beyond 30 the last entry is used (slightly wide)."""
+
+
+def t_quantile_975(degrees_of_freedom: int) -> float:
+    """Student's t two-sided 95% quantile (:data:`T_QUANTILE_975`; infinite for 0)."""
+    if degrees_of_freedom < 1:
+        return math.inf
+    return T_QUANTILE_975[min(degrees_of_freedom, len(T_QUANTILE_975)) - 1]
+
+
 @dataclass(frozen=True)
 class Summary:
     """A statistic over seeds: mean, sample standard deviation, min, max, count."""
@@ -604,6 +620,16 @@ class PairedComparison:
     lower_is_better: bool | None = None
 
     @property
+    def half_width(self) -> float:
+        """Half-width of the paired 95% interval of the mean difference (Student's t)."""
+        return t_quantile_975(self.summary.n - 1) * self.summary.sem
+
+    @property
+    def resolved(self) -> bool:
+        """The paired 95% interval excludes zero."""
+        return abs(self.summary.mean) > self.half_width
+
+    @property
     def better(self) -> int | None:
         """Seeds where ``second`` is better than ``first``; None if the direction is unknown."""
         if self.lower_is_better is None:
@@ -670,6 +696,56 @@ def compare_paired(
         metric="value" if name is None else name,
         lower_is_better=lower_is_better,
     )
+
+
+def compare_extras(
+    results: Sequence[RunResult], first: str, second: str, *, lower_is_better: bool = True
+) -> PairedComparison:
+    """``extra[second] - extra[first]`` seed by seed, within one variant's results: two
+    readings of the same trained models (e.g. two extension methods on the same weights).
+
+    Raises:
+        ValueError: if a seed appears twice, or no result is given.
+    """
+    seeds = tuple(r.seed for r in results)
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise ValueError(f"results must hold each seed once, got seeds {list(seeds)}")
+    differences = tuple(r.extra[second] - r.extra[first] for r in results)
+    return PairedComparison(
+        first=first,
+        second=second,
+        seeds=seeds,
+        differences=differences,
+        summary=summarise(differences),
+        wins=sum(d > 0 for d in differences),
+        metric="extra",
+        lower_is_better=lower_is_better,
+    )
+
+
+@dataclass(frozen=True)
+class Difference:
+    """A difference of means between two independent groups (e.g. two models trained from
+    scratch), with the half-width of its 95% interval (Welch's standard error, Student's t
+    with the smaller group's degrees of freedom: conservative)."""
+
+    mean: float
+    half_width: float
+
+    @property
+    def resolved(self) -> bool:
+        """The 95% interval excludes zero."""
+        return abs(self.mean) > self.half_width
+
+    def __str__(self) -> str:
+        return f"{self.mean:+.3f} ± {self.half_width:.3f}"
+
+
+def difference_of_means(first: Sequence[float], second: Sequence[float]) -> Difference:
+    """``mean(second) - mean(first)`` for two independent groups (see :class:`Difference`)."""
+    a, b = summarise(first), summarise(second)
+    error = math.sqrt(a.sem**2 + b.sem**2)
+    return Difference(b.mean - a.mean, t_quantile_975(min(a.n, b.n) - 1) * error)
 
 
 def order_run(

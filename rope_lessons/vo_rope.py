@@ -44,7 +44,7 @@ import torch.nn.functional as F
 
 from rope_lessons._checks import check_positive_int
 from rope_lessons.attention import Placement, attention, rotate_inputs, rotate_output
-from rope_lessons.experiments import held_out
+from rope_lessons.experiments import T_QUANTILE_975, held_out
 from rope_lessons.model import Block, TinyTransformer
 from rope_lessons.rope import Rope
 from rope_lessons.spectrum import pair_dims
@@ -427,14 +427,6 @@ SU_2025_TIERS: dict[str, int] = {
 """Su's own rough ordering of the same table, as tiers (1 best): QK ~ QKVO >
 K ~ VO > QKV > NoPE > Q/V/O (kexue.fm/archives/10862). Placements in one tier
 are the ones he calls about equal."""
-
-T_QUANTILE_975 = (
-    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
-    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
-)  # fmt: skip
-"""Two-sided 95% quantiles of Student's t (0.975) for 1 to 30 degrees of freedom;
-beyond 30 the last entry is used (slightly wide)."""
 
 
 @dataclass(frozen=True)

@@ -397,3 +397,29 @@ def test_train_run_hands_back_the_model_it_evaluated() -> None:
 
 def numbers_of(result: RunResult) -> RunResult:
     return dataclasses.replace(result, wall_seconds=0.0)
+
+
+def test_paired_extras_and_independent_differences_carry_95_percent_intervals() -> None:
+    from rope_lessons.experiments import (
+        RunResult,
+        compare_extras,
+        difference_of_means,
+        t_quantile_975,
+    )
+
+    results = [
+        RunResult("m", seed, [1.0], extra={"a": 1.0, "b": 1.0 + gap})
+        for seed, gap in enumerate((0.1, 0.3, 0.2))
+    ]
+    paired = compare_extras(results, "a", "b")
+    assert paired.summary.mean == pytest.approx(0.2)
+    # sd of (0.1, 0.3, 0.2) is 0.1; t(2) = 4.303
+    assert paired.half_width == pytest.approx(4.303 * 0.1 / math.sqrt(3))
+    assert not paired.resolved and paired.better == 0
+    assert compare_extras(results, "a", "a").summary.mean == 0.0
+    with pytest.raises(ValueError, match="each seed once"):
+        compare_extras(results + results[:1], "a", "b")
+    apart = difference_of_means([1.0, 1.1, 0.9], [2.0, 2.1, 1.9])
+    assert apart.mean == pytest.approx(1.0) and apart.resolved
+    assert apart.half_width == pytest.approx(4.303 * math.sqrt(2 * 0.01 / 3))
+    assert t_quantile_975(0) == math.inf and t_quantile_975(100) == t_quantile_975(30)
