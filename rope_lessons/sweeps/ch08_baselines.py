@@ -6,13 +6,11 @@ The same model, data, probes and scores as :mod:`rope_lessons.sweeps.ch08_benchm
 * ``"p-rope"``: p-RoPE with p = 0.25 (only the four fastest pairs rotate),
   trained at 64. Listed first: the cheapest run, which the reproduction test
   re-trains.
-* ``"irope"``: a trained iRoPE in the manner of Llama 4: layers 0-2 rotate,
-  attend within chunks of 32 and RMS-normalise their queries and keys; layer
-  3 has no position encoding, attends globally and scales its queries by
-  Llama 4's temperature (floor scale 32); trained at 64.
 * ``"rope at 512"``: plain RoPE trained at the target length, 512, with the
   same number of tokens (2000 steps of 4 windows of 512, eight copied pairs
   per window, so as many copies per token as at 64).
+
+The trained iRoPE, which learns to copy later, is the sweep ``ch08_irope``.
 """
 
 from __future__ import annotations
@@ -22,7 +20,6 @@ from typing import Any
 
 import torch
 
-from rope_lessons.attention import Local
 from rope_lessons.experiments import Run, make_run
 from rope_lessons.model import TinyTransformer
 from rope_lessons.rope import Rope
@@ -38,7 +35,6 @@ from rope_lessons.sweeps.ch08_benchmark import (
 )
 
 P = 0.25
-CHUNK = TRAIN_LEN // 2
 
 
 def analyse_as_trained(
@@ -48,14 +44,16 @@ def analyse_as_trained(
     return score(model, "as trained")
 
 
-def scratch_run(label: str, train_len: int, batch_size: int, **fields: Any) -> Run[TinyTransformer]:
+def scratch_run(
+    label: str, train_len: int, batch_size: int, steps: int = STEPS, **fields: Any
+) -> Run[TinyTransformer]:
     """A from-scratch run of the benchmark's model and data."""
     run = make_run(
         label,
         DATA,
         train_len=train_len,
         eval_lens=(train_len,),
-        steps=STEPS,
+        steps=steps,
         batch_size=batch_size,
         analyse=analyse_as_trained,
         dim=64,
@@ -71,21 +69,10 @@ SWEEP = Sweep(
     version=1,
     description=(
         "Chapter 8's baselines from scratch on the copy-in-text benchmark, read at 512: "
-        "p-RoPE (p=0.25) and a Llama-4-style iRoPE (chunked RoPE layers with QK-norm, a global "
-        "NoPE layer with temperature tuning) trained at 64, and plain RoPE trained at 512 "
-        "with the same tokens."
+        "p-RoPE (p=0.25) trained at 64, and plain RoPE trained at 512 with the same tokens."
     ),
     runs=(
         scratch_run("p-rope", TRAIN_LEN, BATCH_SIZE, rope=Rope(HEAD_DIM, p=P)),
-        scratch_run(
-            "irope",
-            TRAIN_LEN,
-            BATCH_SIZE,
-            nope_layers=(3,),
-            rope_local=Local(CHUNK, "chunk"),
-            qk_norm=True,
-            nope_temperature=CHUNK,
-        ),
         scratch_run("rope at 512", EVAL_LEN, BATCH_SIZE * TRAIN_LEN // EVAL_LEN),
     ),
     seeds=tuple(range(10)),
