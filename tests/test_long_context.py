@@ -345,3 +345,23 @@ def test_a_fine_tune_calls_back_at_its_checkpoints() -> None:
         on_checkpoint=seen.append,
     )
     assert seen == [2, 6] and not model.training
+
+
+def test_the_benchmark_scores_every_band_of_every_reading() -> None:
+    from rope_lessons.sweeps import ch08_benchmark as bench
+
+    torch.manual_seed(0)
+    model = ModelConfig(vocab_size=bench.DATA.vocab_size, dim=64, n_layers=1, n_heads=2).build()
+    readings = bench.zero_shot_models(model)
+    assert {"plain", "window", "pi", "yarn", "dynamic ntk", "plain, log scaling"} <= set(readings)
+    scores = bench.score(readings["window"], "window")
+    expected = {
+        bench.key("window", kind, band) for kind in ("text", "copy") for band in bench.BANDS[kind]
+    }
+    assert set(scores) == expected and all(math.isfinite(v) for v in scores.values())
+    # an untrained model guesses: every copied letter costs about log V, far above log 26
+    assert min(scores[bench.key("window", "copy", b)] for b in bench.DISTANCE_BANDS) > CHANCE_LOSS
+    # a window of the trained length changes nothing inside the trained length
+    tokens = bench.probes()[0].tokens[:2, : bench.TRAIN_LEN]
+    with torch.no_grad():
+        torch.testing.assert_close(readings["window"](tokens), model(tokens))

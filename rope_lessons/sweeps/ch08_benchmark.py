@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 from functools import cache
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -71,9 +71,19 @@ RAISED_BASE = 1e5
 DATA = CopyInText(segment=SEGMENT)
 
 
+Kind = Literal["text", "copy"]
+BANDS: dict[Kind, tuple[tuple[int, int], ...]] = {"text": TEXT_BANDS, "copy": DISTANCE_BANDS}
+
+
 def band_name(band: tuple[int, int]) -> str:
     """``"start-stop"``."""
     return f"{band[0]}-{band[1]}"
+
+
+def key(reading: str, kind: Kind, band: tuple[int, int]) -> str:
+    """Where a score is kept in a result's ``extra``: ``"{reading}/{kind}/{start-stop}"``,
+    e.g. ``"zero-shot/yarn/copy/256-497"`` or ``"ft200/pi/text/0-64"``."""
+    return f"{reading}/{kind}/{band_name(band)}"
 
 
 @cache
@@ -91,9 +101,9 @@ def score(model: TinyTransformer, name: str) -> dict[str, float]:
     out: dict[str, float] = {}
     losses = [per_token_losses(model, probe) for probe in probes()]
     text = text_band_losses(torch.cat(losses), Probe.joined(probes()), TEXT_BANDS)
-    out |= {f"{name}/text/{band_name(b)}": v for b, v in zip(TEXT_BANDS, text, strict=True)}
+    out |= {key(name, "text", b): v for b, v in zip(TEXT_BANDS, text, strict=True)}
     for band, probe, loss in zip(DISTANCE_BANDS, probes(), losses, strict=True):
-        out[f"{name}/copy/{band_name(band)}"] = copy_loss(loss, probe)
+        out[key(name, "copy", band)] = copy_loss(loss, probe)
     return out
 
 
