@@ -76,8 +76,14 @@ BANDS: dict[Kind, tuple[tuple[int, int], ...]] = {"text": TEXT_BANDS, "copy": DI
 
 
 def band_name(band: tuple[int, int]) -> str:
-    """``"start-stop"``."""
+    """``"start-stop"``: how a band ``[start, stop)`` is named in stored keys."""
     return f"{band[0]}-{band[1]}"
+
+
+def band_label(band: tuple[int, int]) -> str:
+    """How the chapter names a band ``[start, stop)``: its first and last value,
+    ``"start-(stop-1)"`` (e.g. ``"256-511"``)."""
+    return f"{band[0]}-{band[1] - 1}"
 
 
 def key(reading: str, kind: Kind, band: tuple[int, int]) -> str:
