@@ -12,9 +12,12 @@ Command line (from the repository root)::
     python -m rope_lessons.sweep ch03_order [--seeds 0 1 2] [--device cpu] [--restart]
     python -m rope_lessons.sweep ch03_order --dry-run [--throughput TOKENS_PER_S]
     python -m rope_lessons.sweep ch03_order --labels
+    python -m rope_lessons.sweep ch03_order --merge-from DIR
 
 ``--results-dir DIR`` writes and reads the results in ``DIR`` instead of the
-package's folder. ``--dry-run`` prints the runs, the seeds, the (run, seed)
+package's folder; with it, two processes can train different seeds at once,
+and ``--merge-from DIR`` then adds the runs one of them stored to the other's
+file (:func:`merge_results`). ``--dry-run`` prints the runs, the seeds, the (run, seed)
 pairs not stored yet and an estimated time (:func:`dry_run`), training only a
 few steps to time this machine; ``--labels`` lists the variants.
 
@@ -737,6 +740,39 @@ def run_sweep(
     return path
 
 
+def merge_results(sweep: Sweep, source_dir: Path, results_dir: Path | None = None) -> Path:
+    """Add to the sweep's results the (run, seed) pairs stored in ``source_dir`` but not yet
+    here: e.g. seeds trained in parallel by another process (``--seeds ... --results-dir``).
+
+    Both files are verified first (hash, version, configuration), each merged entry keeps
+    its own record (command, machine, date), and a pair stored in both is kept as it is
+    here. With nothing stored here yet, the source is copied.
+
+    Returns:
+        The path of the results file written.
+
+    Raises:
+        ValueError: if ``source_dir`` holds no results of the sweep, or either file fails
+            its verification.
+    """
+    found = _read(sweep, Path(source_dir))
+    if found is None:
+        raise ValueError(f"{source_dir} holds no results of sweep {sweep.name!r}")
+    source = found[0]
+    path = results_path(sweep.name, results_dir)
+    here = _read(sweep, path.parent)
+    content: dict[str, Any] = here[0] if here else {**source, "results": [], "reference": None}
+    done = {(e["result"]["label"], e["result"]["seed"]) for e in content["results"]}
+    for entry in source["results"]:
+        if (entry["result"]["label"], entry["result"]["seed"]) not in done:
+            content["results"].append(entry)
+    content["reference"] = (
+        content["reference"] or _stored_reference(sweep, content) or source["reference"]
+    )
+    _write(path, content)
+    return path
+
+
 def _read_for_writing(
     sweep: Sweep, results_dir: Path, restart: bool
 ) -> tuple[dict[str, Any], str] | None:
@@ -902,6 +938,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="with --dry-run: estimate from this throughput instead of measuring one",
     )
     parser.add_argument("--labels", action="store_true", help="list the variant labels of NAME")
+    parser.add_argument(
+        "--merge-from",
+        type=Path,
+        metavar="DIR",
+        help="add the runs stored in DIR (e.g. seeds trained by another process) and stop",
+    )
     args = parser.parse_args(argv)
     results_dir: Path | None = args.results_dir
     if args.list:
@@ -921,6 +963,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         sweep = get_sweep(args.name)
         if args.labels:
             print("\n".join(sweep.labels))
+            return
+        if args.merge_from is not None:
+            path = merge_results(sweep, args.merge_from, results_dir)
+            print(f"wrote {path}")
+            print(load_sweep(sweep, path.parent).describe())
             return
         torch.set_num_threads(choose_threads())
         if args.dry_run:

@@ -417,3 +417,28 @@ def test_ch07_stores_every_hundred_steps_and_the_trained_decays() -> None:
             assert all(-math.pi <= p <= math.pi for p in phases)
             if label.endswith("/real"):
                 assert all(p == 0.0 for p in phases)
+
+
+def test_seeds_trained_apart_merge_into_one_file(tmp_path: Path, one_thread: None) -> None:
+    """Two processes train seed 0 and seed 1 into separate folders; merging gives the
+    same results as one run of both seeds, each entry with its own record."""
+    sweep = tiny_sweep()
+    first, second, together = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    run_sweep(sweep, seeds=[0], results_dir=first, progress=False, command="seed 0")
+    run_sweep(sweep, seeds=[1], results_dir=second, progress=False, command="seed 1")
+    run_sweep(sweep, results_dir=together, progress=False)
+    with pytest.raises(ValueError, match="holds no results"):
+        sweep_module.merge_results(sweep, tmp_path / "empty", first)
+    sweep_module.merge_results(sweep, second, first)
+    sweep_module.merge_results(sweep, second, first)  # again: nothing is added twice
+    merged, whole = load_sweep(sweep, first), load_sweep(sweep, together)
+    assert merged.complete and len(merged.stored) == len(whole.stored) == 4
+    for run in sweep.runs:
+        assert [numbers(r) for r in merged.results(run.label)] == [
+            numbers(r) for r in whole.results(run.label)
+        ]
+    assert {record["command"] for record in merged.records} == {"seed 0", "seed 1"}
+    assert numbers(merged.reference) == numbers(whole.reference)
+    # into an empty folder, the source is copied
+    sweep_module.merge_results(sweep, second, tmp_path / "d")
+    assert {r.seed for r in load_sweep(sweep, tmp_path / "d").stored} == {1}
