@@ -907,6 +907,22 @@ def _cpu_reference(sweep: Sweep, command: str) -> dict[str, Any]:
         torch.set_num_threads(threads)
 
 
+def without_paths(arguments: Sequence[str]) -> list[str]:
+    """The command-line arguments as recorded: a folder given to ``--results-dir`` or
+    ``--merge-from`` is written ``DIR``, so that no record holds a path of the machine.
+
+    >>> without_paths(["ch03_order", "--seeds", "1", "--results-dir", "/tmp/x"])
+    ['ch03_order', '--seeds', '1', '--results-dir', 'DIR']
+    """
+    recorded: list[str] = []
+    for argument in arguments:
+        folder = recorded[-1:] in (["--results-dir"], ["--merge-from"])
+        if argument.startswith(("--results-dir=", "--merge-from=")):
+            argument = argument.split("=", 1)[0] + "=DIR"
+        recorded.append("DIR" if folder else argument)
+    return recorded
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """The command line: ``python -m rope_lessons.sweep NAME`` (see the module docstring)."""
     parser = argparse.ArgumentParser(
@@ -983,7 +999,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             )
             return
         given = sys.argv[1:] if argv is None else list(argv)
-        command = " ".join(["python -m rope_lessons.sweep", *map(shlex.quote, given)])
+        command = " ".join(
+            ["python -m rope_lessons.sweep", *map(shlex.quote, without_paths(given))]
+        )
         path = run_sweep(
             sweep,
             seeds=args.seeds,

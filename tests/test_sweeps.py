@@ -442,3 +442,13 @@ def test_seeds_trained_apart_merge_into_one_file(tmp_path: Path, one_thread: Non
     # into an empty folder, the source is copied
     sweep_module.merge_results(sweep, second, tmp_path / "d")
     assert {r.seed for r in load_sweep(sweep, tmp_path / "d").stored} == {1}
+
+
+def test_a_recorded_command_names_no_folder(tmp_path: Path, one_thread: None) -> None:
+    assert sweep_module.without_paths(["x", "--results-dir=/tmp/a", "--merge-from", "/b/c"]) == [
+        "x",
+        "--results-dir=DIR",
+        "--merge-from",
+        "DIR",
+    ]
+    assert sweep_module.without_paths(["x", "--seeds", "1", "2"]) == ["x", "--seeds", "1", "2"]
