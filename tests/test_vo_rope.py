@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rope_lessons.attention import PLACEMENTS, RELATIVE_PLACEMENTS, Placement, attention
-from rope_lessons.experiments import make_run
+from rope_lessons.experiments import T_QUANTILE_975, make_run
 from rope_lessons.model import Block, ModelConfig
 from rope_lessons.rope import Layout, Rope, rotation_matrix
 from rope_lessons.synthetic import IGNORE, CopyAtLag, MarkerDistance, batch_sampler
@@ -23,7 +23,6 @@ from rope_lessons.vo_rope import (
     READ_BATCH,
     SU_2025_LOSSES,
     SU_2025_TIERS,
-    T_QUANTILE_975,
     WITHOUT_VALUE_TURN,
     bootstrap_kendall_tau,
     cache_bytes_per_token,
