@@ -322,6 +322,19 @@ class _Rotary:
         """Each output turned back by its query position, if the placement names ``o``."""
         return self.turn(out, self.q_positions, transpose=True) if "o" in self.names() else out
 
+    def position_grid(
+        self, q_len: int, k_len: int, heads: int, device: torch.device
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Query positions ``(B|1, H|1, T_q, 1)`` and key positions ``(B|1, H|1, 1, T_k)``,
+        ready to broadcast against each other: the positions given, else by index aligned
+        with the end of the keys; per-head key positions repeated over their query group."""
+        arange = torch.arange(k_len, device=device)
+        q_pos = _as_3d(self.q_positions if self.q_positions is not None else arange[-q_len:])
+        k_pos = _as_3d(self.k_positions if self.k_positions is not None else arange)
+        if k_pos.shape[1] not in (1, heads):  # per-head key positions, shared by a group
+            k_pos = k_pos.repeat_interleave(heads // k_pos.shape[1], dim=1)
+        return q_pos[..., :, None].to(device), k_pos[..., None, :].to(device)
+
     def visible(self, q_len: int, k_len: int, heads: int, device: torch.device) -> torch.Tensor:
         """The causal mask, True where a query may see a key.
 
@@ -331,24 +344,15 @@ class _Rotary:
         """
         if not self.by_position:
             return torch.ones(q_len, k_len, dtype=torch.bool, device=device).tril(k_len - q_len)
-        arange = torch.arange(k_len, device=device)
-        q_pos = _as_3d(self.q_positions if self.q_positions is not None else arange[-q_len:])
-        k_pos = _as_3d(self.k_positions if self.k_positions is not None else arange)
-        if k_pos.shape[1] not in (1, heads):  # per-head key positions, shared by a group
-            k_pos = k_pos.repeat_interleave(heads // k_pos.shape[1], dim=1)
-        return k_pos[..., None, :].to(device) <= q_pos[..., :, None].to(device)
+        q_pos, k_pos = self.position_grid(q_len, k_len, heads, device)
+        return k_pos <= q_pos
 
     def near(
         self, local: Local, q_len: int, k_len: int, heads: int, device: torch.device
     ) -> torch.Tensor:
         """Where ``local`` lets a query see a key, ``(B|1, H|1, T_q, T_k)``: by the positions
         given (shared or separate), else by index aligned with the end of the keys."""
-        arange = torch.arange(k_len, device=device)
-        q_pos = _as_3d(self.q_positions if self.q_positions is not None else arange[-q_len:])
-        k_pos = _as_3d(self.k_positions if self.k_positions is not None else arange)
-        if k_pos.shape[1] not in (1, heads):  # per-head key positions, shared by a group
-            k_pos = k_pos.repeat_interleave(heads // k_pos.shape[1], dim=1)
-        return local.allows(q_pos[..., :, None].to(device), k_pos[..., None, :].to(device))
+        return local.allows(*self.position_grid(q_len, k_len, heads, device))
 
 
 def _attend(

@@ -576,9 +576,7 @@ def extended(
             )
         # the new frequencies replace the whole ladder, p-RoPE's cut included
         config = dataclasses.replace(config, rope=rope)
-    if rope_local is not None:
-        if not isinstance(rope_local, Local):
-            raise TypeError(f"rope_local must be a Local window or chunk, got {rope_local!r}")
+    if rope_local is not None:  # ModelConfig checks that it is a Local
         config = dataclasses.replace(config, rope_local=rope_local)
     copy = TinyTransformer(config).to(next(model.parameters()).device)
     copy.load_state_dict(model.state_dict())

@@ -44,7 +44,7 @@ import torch.nn.functional as F
 
 from rope_lessons._checks import check_positive_int
 from rope_lessons.attention import Placement, attention, rotate_inputs, rotate_output
-from rope_lessons.experiments import T_QUANTILE_975, held_out
+from rope_lessons.experiments import held_out, t_quantile_975
 from rope_lessons.model import Block, TinyTransformer
 from rope_lessons.rope import Rope
 from rope_lessons.spectrum import pair_dims
@@ -502,7 +502,7 @@ def rank_pairs(
     if missing:
         raise ValueError(f"no published loss or tier for {missing}")
     seeds = table.shape[1]
-    t = T_QUANTILE_975[min(seeds - 1, len(T_QUANTILE_975)) - 1] if seeds > 1 else math.inf
+    t = t_quantile_975(seeds - 1)
     ordered = sorted(range(len(names)), key=lambda i: reference[names[i]])
     pairs = []
     for a, i in enumerate(ordered):
@@ -539,7 +539,7 @@ def noise_tiers(losses: FloatArray, names: Sequence[str]) -> list[list[str]]:
             f"losses must have shape (len(names), seeds) = ({len(names)}, S), got {table.shape}"
         )
     seeds = table.shape[1]
-    t = T_QUANTILE_975[min(seeds - 1, len(T_QUANTILE_975)) - 1] if seeds > 1 else math.inf
+    t = t_quantile_975(seeds - 1)
     order = np.argsort(table.mean(axis=1), kind="stable")
     tiers = [[names[order[0]]]]
     for previous, current in itertools.pairwise(order):

@@ -3,7 +3,6 @@ and chunks, Llama 4's QK-norm and temperature, scores per band."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import pytest
@@ -24,6 +23,7 @@ from rope_lessons.long_context import (
     text_band_losses,
 )
 from rope_lessons.model import ModelConfig, TinyTransformer, llama4_temperature, rms_normalised
+from rope_lessons.sweeps.ch08_benchmark import with_fields
 from rope_lessons.synthetic import IGNORE
 
 CORPUS = CopyInText(segment=4)
@@ -283,12 +283,6 @@ def test_each_llama4_part_acts_on_its_own_layers() -> None:
     torch.testing.assert_close(
         nope(tokens[:, :20]), with_fields(nope, nope_temperature=21)(tokens[:, :20])
     )
-
-
-def with_fields(model: TinyTransformer, **fields: object) -> TinyTransformer:
-    copy = TinyTransformer(dataclasses.replace(model.config, **fields))  # type: ignore[arg-type]
-    copy.load_state_dict(model.state_dict())
-    return copy.eval()
 
 
 def test_a_chunked_model_reads_each_chunk_as_a_sequence_of_its_own() -> None:

@@ -15,22 +15,18 @@ The trained iRoPE, which learns to copy later, is the sweep ``ch08_irope``.
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any
-
 import torch
 
-from rope_lessons.experiments import Run, make_run
+from rope_lessons.experiments import Run
 from rope_lessons.model import TinyTransformer
 from rope_lessons.rope import Rope
 from rope_lessons.sweep import Sweep
 from rope_lessons.sweeps.ch08_benchmark import (
     BATCH_SIZE,
-    DATA,
     EVAL_LEN,
     HEAD_DIM,
-    STEPS,
     TRAIN_LEN,
+    benchmark_run,
     score,
 )
 
@@ -44,26 +40,6 @@ def analyse_as_trained(
     return score(model, "as trained")
 
 
-def scratch_run(
-    label: str, train_len: int, batch_size: int, steps: int = STEPS, **fields: Any
-) -> Run[TinyTransformer]:
-    """A from-scratch run of the benchmark's model and data."""
-    run = make_run(
-        label,
-        DATA,
-        train_len=train_len,
-        eval_lens=(train_len,),
-        steps=steps,
-        batch_size=batch_size,
-        analyse=analyse_as_trained,
-        dim=64,
-        n_layers=4,
-        n_heads=2,
-        **fields,
-    )
-    return dataclasses.replace(run, n_checkpoints=10)
-
-
 SWEEP = Sweep(
     name="ch08_baselines",
     version=1,
@@ -72,8 +48,13 @@ SWEEP = Sweep(
         "p-RoPE (p=0.25) trained at 64, and plain RoPE trained at 512 with the same tokens."
     ),
     runs=(
-        scratch_run("p-rope", TRAIN_LEN, BATCH_SIZE, rope=Rope(HEAD_DIM, p=P)),
-        scratch_run("rope at 512", EVAL_LEN, BATCH_SIZE * TRAIN_LEN // EVAL_LEN),
+        benchmark_run("p-rope", analyse_as_trained, rope=Rope(HEAD_DIM, p=P)),
+        benchmark_run(
+            "rope at 512",
+            analyse_as_trained,
+            train_len=EVAL_LEN,
+            batch_size=BATCH_SIZE * TRAIN_LEN // EVAL_LEN,
+        ),
     ),
     seeds=tuple(range(10)),
 )

@@ -221,16 +221,23 @@ def analyse_nope_layers(
 
 
 def benchmark_run(
-    label: str, analyse: Analyse[TinyTransformer], **fields: Any
+    label: str,
+    analyse: Analyse[TinyTransformer],
+    *,
+    train_len: int = TRAIN_LEN,
+    batch_size: int = BATCH_SIZE,
+    steps: int = STEPS,
+    **fields: Any,
 ) -> Run[TinyTransformer]:
-    """A run of the benchmark: the shared model, budget and data."""
+    """A run of the benchmark: the shared model and data, by default the shared budget
+    (the baselines of ``ch08_baselines`` and ``ch08_irope`` change length or steps)."""
     run = make_run(
         label,
         DATA,
-        train_len=TRAIN_LEN,
-        eval_lens=(TRAIN_LEN,),
-        steps=STEPS,
-        batch_size=BATCH_SIZE,
+        train_len=train_len,
+        eval_lens=(train_len,),
+        steps=steps,
+        batch_size=batch_size,
         analyse=analyse,
         dim=64,
         n_layers=4,

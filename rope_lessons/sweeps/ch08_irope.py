@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from rope_lessons.attention import Local
 from rope_lessons.sweep import Sweep
-from rope_lessons.sweeps.ch08_baselines import scratch_run
-from rope_lessons.sweeps.ch08_benchmark import BATCH_SIZE, STEPS, TRAIN_LEN
+from rope_lessons.sweeps.ch08_baselines import analyse_as_trained
+from rope_lessons.sweeps.ch08_benchmark import STEPS, TRAIN_LEN, benchmark_run
 
 CHUNK = TRAIN_LEN // 2
 IROPE_STEPS = 2 * STEPS
@@ -30,10 +30,9 @@ SWEEP = Sweep(
         "64 for 4000 steps on the copy-in-text benchmark, read at 512."
     ),
     runs=(
-        scratch_run(
+        benchmark_run(
             "irope",
-            TRAIN_LEN,
-            BATCH_SIZE,
+            analyse_as_trained,
             steps=IROPE_STEPS,
             nope_layers=(3,),
             rope_local=Local(CHUNK, "chunk"),
