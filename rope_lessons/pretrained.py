@@ -290,21 +290,25 @@ class Pretrained:
     def rotating(self, rope: Rope) -> Iterator[None]:
         """Within the block, the model rotates with ``rope``'s frequencies instead of its own.
 
-        The rotary embedding's ``inv_freq`` buffer is replaced (and restored
-        afterwards); e.g. ``Rope(64, 1e5, "half", p=0.75)`` stops the slowest
-        quarter of the pairs at inference (p-RoPE's truncation, without training).
+        The rotary embedding's ``inv_freq`` buffer and its ``attention_scaling``
+        (the factor Hugging Face multiplies cos and sin by, YaRN's attention
+        factor) are replaced, and restored afterwards. E.g.
+        ``Rope(64, 1e5, "half", p=0.75)`` stops the slowest quarter of the pairs
+        at inference (p-RoPE's truncation, without training), and a spec of
+        :func:`rope_lessons.extension.scaled_frequencies` extends the context.
         """
         if rope.dim != self.head_dim or rope.layout != "half":
             raise ValueError(f"rope must be a half-layout spec of dim {self.head_dim}, got {rope}")
-        if rope.attention_factor != 1.0:
-            raise ValueError("only specs without an attention factor are supported")
         rotary = self.model.model.rotary_emb
         original = rotary.inv_freq.clone()
+        original_scaling = rotary.attention_scaling
         try:
             rotary.inv_freq.copy_(rope.theta.to(original.device, original.dtype))
+            rotary.attention_scaling = rope.attention_factor
             yield
         finally:
             rotary.inv_freq.copy_(original)
+            rotary.attention_scaling = original_scaling
 
 
 def load_smollm2(dtype: torch.dtype = torch.float32) -> Pretrained:

@@ -661,7 +661,7 @@ def record(device: torch.device, command: str) -> dict[str, Any]:
     }
 
 
-def _write(path: Path, content: dict[str, Any]) -> None:
+def write_results(path: Path, content: dict[str, Any]) -> None:
     """Write the file with its hash, atomically (a crash never leaves half a file)."""
     content["sha256"] = content_hash(content)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -731,12 +731,12 @@ def run_sweep(
         result = run_once(run, seed, device, progress=False)
         content["results"].append({"result": result.to_json(), "record": record(device, command)})
         content["reference"] = content["reference"] or _stored_reference(sweep, content)
-        _write(path, content)
+        write_results(path, content)
         bar.update(run.cost)
     bar.close()
     if content["reference"] is None:
         content["reference"] = _cpu_reference(sweep, command)
-        _write(path, content)
+        write_results(path, content)
     return path
 
 
@@ -769,7 +769,7 @@ def merge_results(sweep: Sweep, source_dir: Path, results_dir: Path | None = Non
     content["reference"] = (
         content["reference"] or _stored_reference(sweep, content) or source["reference"]
     )
-    _write(path, content)
+    write_results(path, content)
     return path
 
 
