@@ -17,7 +17,16 @@ import torch
 from rope_lessons import pretrained
 from rope_lessons.attention import attention
 from rope_lessons.decay import qkv_distance_profile
+from rope_lessons.extension import scaled_frequencies
 from rope_lessons.layouts import head_permutation
+from rope_lessons.pretrained_long import (
+    PASSKEY_NEEDLE,
+    PasskeyPrompt,
+    passkey_prompt,
+    passkey_score,
+    position_losses,
+    window_mask,
+)
 from rope_lessons.rope import Rope, apply_rope, layout_permutation
 from rope_lessons.spectrum import qkv_pair_norms
 
@@ -139,3 +148,82 @@ def test_ablations_restore_the_model(model: pretrained.Pretrained, tokens: torch
     assert model.loss(tokens) == intact
     assert without_fast != intact and truncated != intact
     assert 0.5 < intact < 6.0  # nats per token on English prose
+
+
+@needs_weights
+def test_position_losses_are_the_models_loss(
+    model: pretrained.Pretrained, tokens: torch.Tensor
+) -> None:
+    ids = tokens[0]
+    losses = position_losses(model, ids, chunk=7)
+    assert losses.shape == (len(ids) - 1,)
+    assert float(losses.mean()) == pytest.approx(model.loss(tokens), abs=1e-5)
+    whole = window_mask(len(ids), len(ids))
+    torch.testing.assert_close(position_losses(model, ids, mask=whole), losses)
+    # A window of 4: the first queries see all they would anyway, later ones do not.
+    windowed = position_losses(model, ids, mask=window_mask(len(ids), 4))
+    torch.testing.assert_close(windowed[:4], losses[:4])
+    assert float((windowed[8:] - losses[8:]).abs().max()) > 0.1
+    with pytest.raises(ValueError, match="mask"):
+        position_losses(model, ids, mask=whole.float())
+
+
+@needs_weights
+def test_rotating_applies_yarns_attention_factor(
+    model: pretrained.Pretrained, tokens: torch.Tensor
+) -> None:
+    rotary = model.model.model.rotary_emb
+    x = torch.zeros(1, 5, 64)
+    positions = torch.arange(5)[None]
+    cos, sin = rotary(x, positions)
+    yarn = scaled_frequencies(
+        64, "yarn", factor=2.0, original_length=8192, base=100_000.0, layout="half"
+    )
+    scaled = Rope.from_theta(model.rope.theta, "half", attention_factor=yarn.attention_factor)
+    with model.rotating(scaled):
+        scaled_cos, scaled_sin = rotary(x, positions)
+        scaled_loss = model.loss(tokens)
+    torch.testing.assert_close(scaled_cos, cos * yarn.attention_factor)
+    torch.testing.assert_close(scaled_sin, sin * yarn.attention_factor)
+    assert rotary.attention_scaling == 1.0 and scaled_loss != model.loss(tokens)
+    intact = model.loss(tokens)
+    with model.rotating(Rope.from_theta(model.rope.theta, "half")):
+        # the package's float64 table, rounded to float32, against the model's own
+        assert model.loss(tokens) == pytest.approx(intact, abs=1e-5)
+
+
+@needs_weights
+def test_passkey_prompt_hides_the_key_where_it_says(model: pretrained.Pretrained) -> None:
+    for depth in (0.0, 0.5, 1.0):
+        prompt = passkey_prompt(model, 400, depth, 41523)
+        ids = prompt.token_ids
+        assert 370 < len(ids) <= 400
+        needle = model.encode(PASSKEY_NEEDLE.format(key=41523))
+        start = prompt.needle_position
+        assert torch.equal(ids[start : start + len(needle)], needle)
+        assert model.tokenizer.decode(ids[prompt.answer_start :].tolist()) == " 41523"
+    early, late = (passkey_prompt(model, 400, d, 41523) for d in (0.1, 0.9))
+    assert early.distance > late.distance
+    with pytest.raises(ValueError, match="too short"):
+        passkey_prompt(model, 40, 0.5, 41523)
+    with pytest.raises(ValueError, match="five digits"):
+        passkey_prompt(model, 400, 0.5, 123)
+
+
+@needs_weights
+def test_passkey_score_tells_the_right_key_from_a_wrong_one(
+    model: pretrained.Pretrained,
+) -> None:
+    prompt = passkey_prompt(model, 300, 0.5, 41523)
+    right = passkey_score(model, prompt)
+    assert right.retrieved and right.tokens_right == right.answer_tokens == 6
+    wrong_answer = model.encode(" 97086")
+    wrong = PasskeyPrompt(
+        torch.cat([prompt.token_ids[: prompt.answer_start], wrong_answer]),
+        prompt.answer_start,
+        97086,
+        prompt.needle_position,
+    )
+    scored = passkey_score(model, wrong)
+    assert not scored.retrieved and scored.tokens_right < 6
+    assert scored.log_prob < right.log_prob - 5.0
