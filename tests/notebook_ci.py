@@ -38,7 +38,9 @@ EXPERIMENT_NOTEBOOKS: frozenset[str] = frozenset(
 )
 # COURSE.md: the real-model chapter's notebooks too, the model load included; its issue
 # (#20) gives them 5 minutes each, beside the three experiment notebooks above.
-REAL_MODEL_NOTEBOOKS: frozenset[str] = frozenset({"09_real_model.ipynb", "09_ablations.ipynb"})
+REAL_MODEL_NOTEBOOKS: frozenset[str] = frozenset(
+    {"09_real_model.ipynb", "09_ablations.ipynb", "09_beyond_context.ipynb"}
+)
 MARGIN = 2.0
 RUN_KEY = "rope_lessons_run"
 

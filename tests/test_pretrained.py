@@ -27,6 +27,7 @@ from rope_lessons.pretrained_long import (
     position_losses,
     window_mask,
 )
+from rope_lessons.pretrained_sweep import Task, documents, load_long_context, run_task
 from rope_lessons.rope import Rope, apply_rope, layout_permutation
 from rope_lessons.spectrum import qkv_pair_norms
 
@@ -227,3 +228,16 @@ def test_passkey_score_tells_the_right_key_from_a_wrong_one(
     scored = passkey_score(model, wrong)
     assert not scored.retrieved and scored.tokens_right < 6
     assert scored.log_prob < right.log_prob - 5.0
+
+
+@needs_weights
+def test_a_stored_long_context_pass_reproduces(model: pretrained.Pretrained) -> None:
+    stored = load_long_context()
+    task = Task("passkey", "yarn", 4096, 0)
+    live = run_task(model, task, texts=[])
+    saved = stored.results[task.key]
+    assert live["retrieved"] == saved["retrieved"]
+    assert live["log_prob"] == pytest.approx(saved["log_prob"], abs=1e-3)
+    text = Task("text", "pi", 1024, 2)  # the first 1024 positions of the stored pass
+    bins = run_task(model, text, texts=documents(model))["bins"]
+    torch.testing.assert_close(torch.tensor(bins[:3]), stored.text("pi")[2, :3], atol=1e-3, rtol=0)

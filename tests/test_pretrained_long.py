@@ -175,3 +175,18 @@ def test_a_complete_sweep_runs_nothing(tmp_path: Path, capsys: pytest.CaptureFix
     _write_fake(tmp_path)
     ps.run(results_dir=tmp_path)  # would load the model if anything were missing
     assert "complete (75 tasks)" in capsys.readouterr().out
+
+
+def test_the_stored_sweep_is_complete_and_plausible() -> None:
+    stored = ps.load_long_context()
+    assert stored.complete
+    for name in ps.READINGS:
+        bins = stored.text(name)
+        assert bins.shape == (ps.DOCUMENTS, ps.LENGTH // ps.BIN)
+        assert bool(torch.isfinite(bins).all()) and bool((bins > 0).all())
+    # Inside the context a reading that is plain by construction stores plain's numbers,
+    # and the window is plain RoPE on every position it can see whole.
+    window = stored.text(f"window + {ps.SINKS} sinks")
+    torch.testing.assert_close(window[:, : 8192 // ps.BIN], stored.text("plain")[:, :32])
+    for session in stored.sessions:
+        assert "/" not in session["command"]  # no path of the recording machine
