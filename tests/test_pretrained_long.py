@@ -190,3 +190,17 @@ def test_the_stored_sweep_is_complete_and_plausible() -> None:
     torch.testing.assert_close(window[:, : 8192 // ps.BIN], stored.text("plain")[:, :32])
     for session in stored.sessions:
         assert "/" not in session["command"]  # no path of the recording machine
+
+
+def test_frequency_tables_recomputed_elsewhere_still_match(tmp_path: Path) -> None:
+    path = _write_fake(tmp_path)
+    content = json.loads(path.read_text())
+    table = content["definition"]["readings"]["yarn"]["rope"]
+    key = next(k for k, v in table.items() if isinstance(v, list))
+    table[key][-1] *= 1 + 1e-12  # last-bit rounding of another instruction set
+    write_results(path, content)
+    assert ps.load_long_context(tmp_path).complete
+    table[key][-1] *= 1 + 1e-6  # a different table
+    write_results(path, content)
+    with pytest.raises(ValueError, match="another definition"):
+        ps.load_long_context(tmp_path)
