@@ -28,7 +28,7 @@ every task) makes the sweep resumable: run it again and it does what is
 missing. It refuses to mix results of another definition (``--restart``
 starts over)::
 
-    python -m rope_lessons.pretrained_sweep            # about an hour on two CPU cores
+    python -m rope_lessons.pretrained_sweep            # about 80 minutes on two CPU cores
     python -m rope_lessons.pretrained_sweep --device cuda
 
 Shapes: ``N`` documents, ``M`` bins of positions.
