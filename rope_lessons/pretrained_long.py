@@ -30,6 +30,7 @@ import torch
 import torch.nn.functional as F
 
 from rope_lessons._checks import check_positive_int
+from rope_lessons.attention import Local
 from rope_lessons.pretrained import Pretrained
 
 PASSKEY_INTRO = (
@@ -56,9 +57,8 @@ def window_mask(length: int, window: int, sinks: int = 0) -> torch.Tensor:
     window = check_positive_int(window, "window")
     if not isinstance(sinks, int) or isinstance(sinks, bool) or sinks < 0:
         raise ValueError(f"sinks must be a non-negative int, got {sinks!r}")
-    positions = torch.arange(length)
-    distance = positions[:, None] - positions[None, :]  # (T, T): query minus key
-    return (distance >= 0) & ((distance < window) | (positions[None, :] < sinks))
+    queries, keys = torch.arange(length)[:, None], torch.arange(length)[None, :]  # (T, 1), (1, T)
+    return (keys <= queries) & (Local(window).allows(queries, keys) | (keys < sinks))
 
 
 def _check_ids(token_ids: torch.Tensor) -> torch.Tensor:
@@ -70,6 +70,24 @@ def _check_ids(token_ids: torch.Tensor) -> torch.Tensor:
     ):
         raise TypeError("token_ids must be an integer tensor of shape (T,), T >= 2")
     return token_ids
+
+
+def _final_hidden(
+    smol: Pretrained, token_ids: torch.Tensor, mask: torch.Tensor | None
+) -> torch.Tensor:
+    """The last layer's normalised hidden states ``(T, C)`` of one pass over ``token_ids``
+    ``(T,)``, under ``mask`` (bool ``(T, T)``) or the plain causal mask, on the model's device."""
+    device = smol.model.lm_head.weight.device
+    extra = {}
+    if mask is not None:
+        if mask.dtype != torch.bool or mask.shape != (len(token_ids), len(token_ids)):
+            raise ValueError(f"mask must be bool of shape {(len(token_ids),) * 2}")
+        extra["attention_mask"] = mask.to(device)[None, None]  # (1, 1, T, T)
+    ids = token_ids.to(device)[None]  # (1, T)
+    hidden: torch.Tensor = smol.model.model(
+        input_ids=ids, use_cache=False, **extra
+    ).last_hidden_state
+    return hidden[0]
 
 
 @torch.no_grad()
@@ -100,19 +118,13 @@ def position_losses(
     """
     token_ids = _check_ids(token_ids)
     chunk = check_positive_int(chunk, "chunk")
-    device = smol.model.lm_head.weight.device
-    ids = token_ids.to(device)[None]  # (1, T)
-    extra = {}
-    if mask is not None:
-        if mask.dtype != torch.bool or mask.shape != (len(token_ids), len(token_ids)):
-            raise ValueError(f"mask must be bool of shape {(len(token_ids),) * 2}")
-        extra["attention_mask"] = mask.to(device)[None, None]  # (1, 1, T, T)
-    hidden = smol.model.model(input_ids=ids, use_cache=False, **extra).last_hidden_state[0]
+    hidden = _final_hidden(smol, token_ids, mask)  # (T, C)
+    targets = token_ids.to(hidden.device)
     losses = []
     for start in range(0, len(token_ids) - 1, chunk):
         stop = min(start + chunk, len(token_ids) - 1)
         logits = smol.model.lm_head(hidden[start:stop]).float()  # (chunk, V)
-        losses.append(F.cross_entropy(logits, ids[0, start + 1 : stop + 1], reduction="none"))
+        losses.append(F.cross_entropy(logits, targets[start + 1 : stop + 1], reduction="none"))
     return torch.cat(losses).cpu()
 
 
@@ -202,11 +214,8 @@ def passkey_score(
     smol: Pretrained, prompt: PasskeyPrompt, mask: torch.Tensor | None = None
 ) -> PasskeyScore:
     """Teacher-forced answer of one trial: one forward pass over prompt and answer."""
-    device = smol.model.lm_head.weight.device
-    ids = prompt.token_ids.to(device)[None]  # (1, T)
-    extra = {} if mask is None else {"attention_mask": mask.to(device)[None, None]}
-    hidden = smol.model.model(input_ids=ids, use_cache=False, **extra).last_hidden_state[0]
-    answer = ids[0, prompt.answer_start :]  # (A,)
+    hidden = _final_hidden(smol, prompt.token_ids, mask)  # (T, C)
+    answer = prompt.token_ids[prompt.answer_start :].to(hidden.device)  # (A,)
     logits = smol.model.lm_head(hidden[prompt.answer_start - 1 : -1]).float()  # (A, V)
     log_probs = logits.log_softmax(-1).gather(-1, answer[:, None]).squeeze(-1)
     right = int((logits.argmax(-1) == answer).sum())

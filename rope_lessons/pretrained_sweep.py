@@ -62,9 +62,9 @@ from rope_lessons.pretrained_long import (
 )
 from rope_lessons.rope import Rope
 from rope_lessons.sweep import (
-    RESULTS_DIR,
     content_hash,
     record,
+    results_path,
     same_config,
     without_paths,
     write_results,
@@ -246,18 +246,15 @@ def run(
         command: the command line recorded with the results.
         limit: stop after this many tasks (for a quick check).
     """
-    path = (RESULTS_DIR if results_dir is None else Path(results_dir)) / f"{NAME}.json"
-    wanted = definition()
-    content: dict[str, Any] = {"name": NAME, "definition": wanted, "sessions": [], "results": {}}
+    path = results_path(NAME, results_dir)
+    content: dict[str, Any] = {
+        "name": NAME,
+        "definition": definition(),
+        "sessions": [],
+        "results": {},
+    }
     if path.is_file() and not restart:
-        stored = json.loads(path.read_text(encoding="utf-8"))
-        if stored.get("sha256") != content_hash(stored):
-            raise ValueError(f"{path} does not match its sha256; rerun with --restart")
-        if not same_config(stored["definition"], wanted):
-            raise ValueError(
-                f"{path} holds results of another definition of the sweep; rerun with --restart"
-            )
-        content = stored
+        content = _read_checked(path, "; rerun with --restart")
     pending = [task for task in tasks() if task.key not in content["results"]]
     if limit is not None:
         pending = pending[:limit]
@@ -335,17 +332,24 @@ class LongContextResults:
         )
 
 
+def _read_checked(path: Path, hint: str = "") -> dict[str, Any]:
+    """The results file's content, refused (with ``hint`` appended to the message) if it
+    does not match its hash or was made by another definition of the sweep."""
+    content: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    if content.get("sha256") != content_hash(content):
+        raise ValueError(f"{path} does not match its sha256{hint}")
+    if not same_config(content["definition"], definition()):
+        raise ValueError(f"{path} was made by another definition of the sweep{hint}")
+    return content
+
+
 def load_long_context(results_dir: Path | None = None) -> LongContextResults:
     """The stored results of ``ch09_long_context``, checked against their hash and the
     current definition."""
-    path = (RESULTS_DIR if results_dir is None else Path(results_dir)) / f"{NAME}.json"
+    path = results_path(NAME, results_dir)
     if not path.is_file():
         raise FileNotFoundError(f"no stored results at {path}: run python -m {__name__}")
-    content = json.loads(path.read_text(encoding="utf-8"))
-    if content.get("sha256") != content_hash(content):
-        raise ValueError(f"{path} does not match its sha256")
-    if not same_config(content["definition"], definition()):
-        raise ValueError(f"{path} was made by another definition of the sweep")
+    content = _read_checked(path)
     return LongContextResults(content["results"], content["sessions"])
 
 
