@@ -94,6 +94,17 @@ def check_fraction(p: object, name: str = "p") -> float:
     return float(p)
 
 
+def check_bands(bands: Sequence[tuple[int, int]], length: int) -> None:
+    """Refuse a position band ``[start, stop)`` that is empty or leaves ``[0, length)``.
+
+    A band past the last position would otherwise be cut short by slicing, and
+    its mean taken over fewer positions than it names.
+    """
+    for start, stop in bands:
+        if not 0 <= start < stop <= length:
+            raise ValueError(f"band [{start}, {stop}) does not fit {length} positions")
+
+
 def check_choice(value: object, name: str, choices: Sequence[Choice]) -> Choice:
     """Return ``value`` if it is one of ``choices`` (typed as a member of them)."""
     if not isinstance(value, str) or value not in choices:

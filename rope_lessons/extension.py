@@ -44,6 +44,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from rope_lessons._checks import (
+    check_bands,
     check_base,
     check_choice,
     check_even_dim,
@@ -90,6 +91,14 @@ def _even_dim(value: object, name: str) -> int:
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
         value = operator.index(value)
     return check_even_dim(value, name)
+
+
+def _factor(value: object) -> float:
+    """``value`` as an extension factor: a finite float >= 1."""
+    factor = _number(value, "factor")
+    if factor < 1.0:
+        raise ValueError(f"factor must be >= 1 (an extension, not a compression), got {factor}")
+    return factor
 
 
 def yarn_attention_factor(
@@ -150,7 +159,20 @@ def yarn_ramp(
 
     Returns:
         float64 tensor ``(d/2,)`` with values in [0, 1], non-decreasing in ``k``.
+
+    Raises:
+        ValueError: if ``beta_fast <= beta_slow`` (the ramp would fall, or have no
+            width), if either is not finite and positive, or if ``base <= 1``.
     """
+    dim = _even_dim(dim, "dim")
+    base = check_base(_number(base, "base"))
+    original_length = _integer(original_length, "original_length")
+    beta_fast, beta_slow = _number(beta_fast, "beta_fast"), _number(beta_slow, "beta_slow")
+    if beta_fast <= beta_slow:
+        raise ValueError(
+            f"beta_fast must exceed beta_slow (pairs turning more than beta_fast times are "
+            f"kept), got beta_fast={beta_fast}, beta_slow={beta_slow}"
+        )
     ramp = check_choice(ramp, "ramp", RAMPS)
     if not isinstance(truncate, bool):
         raise TypeError(f"truncate must be a bool, got {type(truncate).__name__}")
@@ -188,8 +210,19 @@ def llama3_weight(
 
     Returns:
         float64 tensor ``(d/2,)`` with values in [0, 1].
+
+    Raises:
+        ValueError: unless ``0 < low_freq_factor < high_freq_factor`` (both finite).
     """
-    wavelength = wavelengths(dim, base)
+    low_freq_factor = _number(low_freq_factor, "low_freq_factor")
+    high_freq_factor = _number(high_freq_factor, "high_freq_factor")
+    if low_freq_factor >= high_freq_factor:
+        raise ValueError(
+            f"low_freq_factor must be below high_freq_factor, got low_freq_factor="
+            f"{low_freq_factor}, high_freq_factor={high_freq_factor}"
+        )
+    original_length = _integer(original_length, "original_length")
+    wavelength = wavelengths(_even_dim(dim, "dim"), check_base(_number(base, "base")))
     smooth = (original_length / wavelength - low_freq_factor) / (high_freq_factor - low_freq_factor)
     weight = 1.0 - smooth
     weight = torch.where(wavelength < original_length / high_freq_factor, 0.0, weight)
@@ -203,8 +236,12 @@ def dynamic_ntk_alpha(factor: float, original_length: int, length: int) -> float
     It is 1 at :math:`\ell = L` and grows linearly with :math:`\ell`; at the
     target length :math:`sL` it reaches :math:`s^2 - s + 1`, well above
     :math:`s`.
+
+    Raises:
+        ValueError: if ``factor < 1``: :math:`s` is an extension factor, which
+            :func:`scaled_frequencies` also refuses below 1 (a compression).
     """
-    factor = _number(factor, "factor")
+    factor = _factor(factor)
     original_length = _integer(original_length, "original_length")
     length = _integer(length, "length")
     if length <= original_length:
@@ -265,11 +302,15 @@ def scaled_frequencies(
     * ``"llama3"``: the same blend with :func:`llama3_weight`.
 
     The attention factor multiplies queries and keys (Hugging Face multiplies
-    cos and sin by it); it is 1 for every method but YaRN. Every method equals
-    transformers' ``ROPE_INIT_FUNCTIONS`` (``dynamic`` at sequence length
-    ``length``; tested), except YaRN's ``ramp="turns"``, which transformers
-    does not have. NumPy integers and floats are accepted where ints and
-    floats are.
+    cos and sin by it); it is 1 for every method but YaRN. Every method gives
+    the tables of transformers' ``ROPE_INIT_FUNCTIONS`` (``dynamic`` at
+    sequence length ``length``), except YaRN's ``ramp="turns"``, which
+    transformers does not have: the attention factor to float64 rounding, the
+    frequencies to transformers' float32 rounding (tested at bases 1e4, 5e5
+    and 1e6 to a relative 5e-6). On the pairs that YaRN and Llama 3 blend,
+    that rounding grows with the factor: up to about 1.4e-5 relative at
+    ``factor=64`` with a narrow Llama 3 band. NumPy integers and floats are
+    accepted where ints and floats are.
 
     Args:
         d: head dimension (even).
@@ -300,9 +341,7 @@ def scaled_frequencies(
     """
     d = _even_dim(d, "d")
     method = check_choice(method, "method", EXTENSION_METHODS)
-    factor = _number(factor, "factor")
-    if factor < 1.0:
-        raise ValueError(f"factor must be >= 1 (an extension, not a compression), got {factor}")
+    factor = _factor(factor)
     original_length = _integer(original_length, "original_length")
     base = check_base(_number(base, "base"))
     _refuse_unused(
@@ -315,6 +354,10 @@ def scaled_frequencies(
             "mscale": (mscale is not None, ("yarn",)),
             "mscale_all_dim": (mscale_all_dim is not None, ("yarn",)),
             "attention_factor": (attention_factor is not None, ("yarn",)),
+            "beta_fast": (beta_fast != 32.0, ("yarn",)),
+            "beta_slow": (beta_slow != 1.0, ("yarn",)),
+            "low_freq_factor": (low_freq_factor != 1.0, ("llama3",)),
+            "high_freq_factor": (high_freq_factor != 4.0, ("llama3",)),
         },
     )
     theta = frequencies(d, base)
@@ -332,13 +375,6 @@ def scaled_frequencies(
             alpha = dynamic_ntk_alpha(factor, original_length, length)
         new = theta if alpha == 1.0 else frequencies(d, _ntk_base(d, base, alpha))
     elif method == "yarn":
-        beta_fast = _number(beta_fast, "beta_fast")
-        beta_slow = _number(beta_slow, "beta_slow")
-        if beta_fast <= beta_slow:
-            raise ValueError(
-                f"beta_fast must exceed beta_slow (pairs turning more than beta_fast times are "
-                f"kept), got beta_fast={beta_fast}, beta_slow={beta_slow}"
-            )
         if attention_factor is not None:
             if mscale is not None or mscale_all_dim is not None:
                 raise ValueError("give attention_factor or mscale and mscale_all_dim, not both")
@@ -350,13 +386,6 @@ def scaled_frequencies(
         )
         new = (1.0 - weight) * theta + weight * theta / factor
     else:
-        low_freq_factor = _number(low_freq_factor, "low_freq_factor")
-        high_freq_factor = _number(high_freq_factor, "high_freq_factor")
-        if low_freq_factor >= high_freq_factor:
-            raise ValueError(
-                f"low_freq_factor must be below high_freq_factor, got low_freq_factor="
-                f"{low_freq_factor}, high_freq_factor={high_freq_factor}"
-            )
         weight = llama3_weight(d, base, original_length, low_freq_factor, high_freq_factor)
         new = (1.0 - weight) * theta + weight * theta / factor
     if not bool((new >= _TINY).all()):
@@ -590,10 +619,9 @@ def extended(
                 raise TypeError(f"layer {layer} has no SelfAttention")
             block.attn.config = unscaled
     if log_scale_from is not None:
-        hook = _query_log_scaling(config.dim, log_scale_from)
         for module in copy.modules():
             if isinstance(module, SelfAttention):
-                module.qkv.register_forward_hook(hook)
+                module.qkv.register_forward_hook(_query_log_scaling(module.widths, log_scale_from))
     return copy
 
 
@@ -622,17 +650,21 @@ def log_length_scale(length: int, original_length: int) -> torch.Tensor:
 
 
 def _query_log_scaling(
-    dim: int, log_scale_from: int
+    widths: tuple[int, ...], log_scale_from: int
 ) -> Callable[[nn.Module, tuple[torch.Tensor, ...], torch.Tensor], torch.Tensor]:
-    """A forward hook on a ``(B, T, 3C)`` query-key-value projection that multiplies the
-    query at position ``m`` by :func:`log_length_scale` (the keys and values pass)."""
+    """A forward hook that multiplies the query at position ``m`` by :func:`log_length_scale`.
+
+    It sits on a query-key-value projection whose output ``(B, T, sum(widths))`` holds
+    the column blocks ``widths`` (:attr:`~rope_lessons.model.SelfAttention.widths`): the
+    queries ``(B, T, C)`` first, which it scales, then the keys and values, which pass.
+    """
 
     def hook(
         module: nn.Module, inputs: tuple[torch.Tensor, ...], output: torch.Tensor
     ) -> torch.Tensor:
-        q, kv = output.split((dim, 2 * dim), dim=-1)  # (B, T, C), (B, T, 2C)
+        q, *kv = output.split(widths, dim=-1)  # (B, T, C), then (B, T, H_kv * D) each
         scale = log_length_scale(output.shape[-2], log_scale_from)  # (T,)
-        return torch.cat([q * scale.to(q.device, q.dtype)[:, None], kv], dim=-1)
+        return torch.cat([q * scale.to(q.device, q.dtype)[:, None], *kv], dim=-1)
 
     return hook
 
@@ -663,9 +695,10 @@ def band_edges(original_length: int, factor: int) -> list[tuple[int, int]]:
     """Position bands ``[0, L), [L, 2L), [2L, 4L), ...`` up to ``factor * L``.
 
     ``factor`` must be a power of two, e.g. 8: four bands, trained range, 2x, 4x, 8x.
+    NumPy's integers are accepted like Python's (not bools or floats).
     """
-    original_length = check_positive_int(original_length, "original_length")
-    factor = check_positive_int(factor, "factor")
+    original_length = _integer(original_length, "original_length")
+    factor = _integer(factor, "factor")
     if factor & (factor - 1):
         raise ValueError(f"factor must be a power of two, got {factor}")
     edges = [0] + [original_length * 2**i for i in range(int(math.log2(factor)) + 1)]
@@ -673,12 +706,9 @@ def band_edges(original_length: int, factor: int) -> list[tuple[int, int]]:
 
 
 def band_losses(per_position: torch.Tensor, bands: Sequence[tuple[int, int]]) -> list[float]:
-    """The mean of ``per_position`` ``(T,)`` over each band ``[start, stop)``."""
-    for start, stop in bands:
-        if not 0 <= start < stop <= per_position.shape[-1]:
-            raise ValueError(
-                f"band [{start}, {stop}) does not fit {per_position.shape[-1]} positions"
-            )
+    """The mean of ``per_position`` ``(T,)`` over each band ``[start, stop)``, which must
+    lie within ``[0, T)``."""
+    check_bands(bands, per_position.shape[-1])
     return [float(per_position[start:stop].mean()) for start, stop in bands]
 
 

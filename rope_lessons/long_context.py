@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from rope_lessons._checks import check_choice, check_positive_int
+from rope_lessons._checks import check_bands, check_choice, check_positive_int
 from rope_lessons.corpus import CharCorpus
 from rope_lessons.synthetic import IGNORE, SPLITS, VALIDATION_SEED_OFFSET, Batch, Split
 
@@ -218,7 +218,9 @@ def per_token_losses(model: nn.Module, probe: Probe, batch_size: int = 16) -> to
 def text_band_losses(
     losses: torch.Tensor, probe: Probe, bands: Sequence[tuple[int, int]]
 ) -> list[float]:
-    """Mean loss on the text targets (neither copy) ``losses`` ``(B, T)`` in each position band."""
+    """Mean loss on the text targets (neither copy) ``losses`` ``(B, T)`` in each position band
+    ``[start, stop)``, which must lie within ``[0, T)`` and hold a text target."""
+    check_bands(bands, losses.shape[-1])
     text = ~probe.copied & (probe.targets != IGNORE)
     out = []
     for start, stop in bands:

@@ -291,14 +291,19 @@ class SelfAttention(nn.Module):
         if config.learned_angles and config.rope is not None and self.placement != "nope":
             self.theta = nn.Parameter(config.rope.theta.to(torch.float32).clone())
 
+    @property
+    def widths(self) -> tuple[int, ...]:
+        """The column blocks of :attr:`qkv`'s output: queries ``C``, then keys and values
+        ``H_kv * D`` each, or with ``shared_kv`` one shared block of ``H_kv * D``."""
+        return (self.config.dim, *(self.kv_width,) * (1 if self.config.shared_kv else 2))
+
     def project(self, x: torch.Tensor) -> QKV:
         """``x`` ``(B, T, C)`` -> unrotated queries ``(B, H, T, D)``, keys and values
         ``(B, H_kv, T, D)`` (the same tensor twice with ``shared_kv``)."""
         cfg = self.config
-        widths = (cfg.dim, *(self.kv_width,) * (1 if cfg.shared_kv else 2))
         q, *kv = (
             t.unflatten(-1, (-1, cfg.head_dim)).transpose(1, 2)  # (B, heads, T, D)
-            for t in self.qkv(x).split(widths, dim=-1)
+            for t in self.qkv(x).split(self.widths, dim=-1)
         )
         return QKV(q, kv[0], kv[-1])  # kv holds a key and a value, or one shared vector
 

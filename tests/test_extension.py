@@ -5,9 +5,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
-from helpers import attention_of
+from helpers import HF_BASES, HF_RTOL, attention_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -58,10 +59,15 @@ DEFAULTS = {"beta_fast": 32.0, "beta_slow": 1.0, "low_freq_factor": 1.0, "high_f
 
 
 def hugging_face(
-    method: Method, d: int, length: int, factor: float, extra: dict[str, float]
+    method: Method,
+    d: int,
+    length: int,
+    factor: float,
+    extra: dict[str, float],
+    base: float = 10000.0,
 ) -> tuple[torch.Tensor, float]:
     """transformers' own initialisation function for ``method``, from a Llama config."""
-    params: dict[str, object] = {"rope_type": method, "rope_theta": 10000.0, "factor": factor}
+    params: dict[str, object] = {"rope_type": method, "rope_theta": base, "factor": factor}
     if method != "linear":
         params["original_max_position_embeddings"] = length
     for key in KEYS[method]:
@@ -77,18 +83,21 @@ def hugging_face(
     return inv_freq.double(), float(scale)
 
 
+@pytest.mark.parametrize("base", HF_BASES)
 @pytest.mark.parametrize("method", ["linear", "yarn", "llama3"])
 @pytest.mark.parametrize(("d", "length", "factor", "extra"), HF_CASES)
 def test_matches_hugging_face(
-    method: Method, d: int, length: int, factor: float, extra: dict[str, Any]
+    method: Method, d: int, length: int, factor: float, extra: dict[str, Any], base: float
 ) -> None:
-    theirs, their_scale = hugging_face(method, d, length, factor, extra)
-    spec = scaled_frequencies(d, method, factor=factor, original_length=length, **extra)
+    theirs, their_scale = hugging_face(method, d, length, factor, extra, base)
+    # each method takes its own parameters only (the others are refused)
+    own = {key: extra[key] for key in KEYS[method] if key in extra}
+    spec = scaled_frequencies(d, method, factor=factor, original_length=length, base=base, **own)
     ours, our_scale = spec.theta, spec.attention_factor
     assert spec.dim == d and spec.layout == "interleaved"
     assert ours.shape == (d // 2,) and ours.dtype == torch.float64
-    # transformers works in float32: agreement to float32 rounding, relative
-    torch.testing.assert_close(ours, theirs, rtol=1e-6, atol=0.0)
+    # transformers works in float32: agreement to float32 rounding, relative (see HF_RTOL)
+    torch.testing.assert_close(ours, theirs, rtol=HF_RTOL, atol=0.0)
     assert our_scale == pytest.approx(their_scale, rel=1e-12)
 
 
@@ -96,7 +105,7 @@ def test_hugging_face_differs_when_we_change_a_parameter() -> None:
     """The comparison can fail: another beta_fast gives other YaRN frequencies."""
     theirs, _ = hugging_face("yarn", 128, 4096, 16.0, {})
     ours = scaled_frequencies(128, "yarn", factor=16.0, original_length=4096, beta_fast=16.0)
-    assert not torch.allclose(ours.theta, theirs, rtol=1e-6, atol=0.0)
+    assert not torch.allclose(ours.theta, theirs, rtol=HF_RTOL, atol=0.0)
 
 
 def test_ntk_is_a_new_base() -> None:
@@ -238,6 +247,15 @@ def test_band_edges_and_losses() -> None:
         band_losses(values, [(0, 9)])
 
 
+def test_band_edges_take_numpy_integers_but_not_bools_or_floats() -> None:
+    assert band_edges(np.int64(64), np.int32(8)) == band_edges(64, 8)  # type: ignore[arg-type]
+    for bad in (True, np.bool_(True), 8.0, np.float64(8.0)):
+        with pytest.raises(TypeError, match="factor must be an int"):
+            band_edges(64, bad)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="original_length must be an int"):
+        band_edges(64.0, 8)  # type: ignore[arg-type]
+
+
 def small_model(seed: int = 0) -> TinyTransformer:
     torch.manual_seed(seed)
     return TinyTransformer(ModelConfig(vocab_size=11, dim=32, n_heads=2, n_layers=2)).eval()
@@ -257,6 +275,33 @@ def test_extended_attention_factor_scales_queries_and_keys() -> None:
     # and the original model is untouched: its own map differs
     _, original = model.attention_maps(tokens)
     assert not torch.allclose(original[0], expected)
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [{"kv_heads": 1}, {"shared_kv": True}, {"kv_heads": 1, "shared_kv": True}],
+)
+def test_extended_log_scaling_with_grouped_or_shared_keys(fields: dict[str, Any]) -> None:
+    """The log-length scale acts on the queries alone, whatever the key-value widths:
+    with one key-value head (16 columns instead of 32) or one shared key-value block."""
+    torch.manual_seed(0)
+    config = ModelConfig(vocab_size=11, dim=32, n_heads=2, n_layers=2, **fields)
+    model = TinyTransformer(config).eval()
+    tokens = torch.randint(0, 11, (2, 20))
+    spec = scaled_frequencies(16, "yarn", factor=8.0, original_length=8)
+    wider = extended(model, spec, log_scale_from=8)
+    (q, k, v), *_ = model.layer_qkv(tokens)
+    (scaled_q, same_k, same_v), *_ = wider.layer_qkv(tokens)
+    scale = log_length_scale(20, 8).float()[:, None]
+    torch.testing.assert_close(scaled_q, q * scale)
+    torch.testing.assert_close(same_k, k, rtol=0, atol=0)
+    torch.testing.assert_close(same_v, v, rtol=0, atol=0)
+    _, expected = attention(q * scale, k, v, rope=spec, return_weights=True)
+    _, maps = wider.attention_maps(tokens)
+    torch.testing.assert_close(maps[0], expected)
+    # up to position L - 1 the scale is 1: the same logits as without it
+    with torch.no_grad():
+        torch.testing.assert_close(wider(tokens)[:, :8], extended(model, spec)(tokens)[:, :8])
 
 
 def test_extended_without_changes_is_the_same_model() -> None:

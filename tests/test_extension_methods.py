@@ -9,18 +9,20 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from helpers import attention_of
+from helpers import HF_BASES, HF_RTOL, attention_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rope_lessons.attention import attention
 from rope_lessons.extension import (
     EXTENSION_METHODS,
+    Ramp,
     aggregation_sum,
     base_lower_bound,
     critical_pair,
     dynamic_ntk_alpha,
     extended,
+    llama3_weight,
     log_length_scale,
     safe_distances,
     scaled_frequencies,
@@ -40,6 +42,7 @@ def hugging_face(
     max_positions: int,
     params: dict[str, object],
     seq_len: int | None = None,
+    base: float = 10000.0,
 ) -> tuple[torch.Tensor, float]:
     """transformers' initialisation of ``rope_type`` from a Llama config with ``params``."""
     config = transformers.LlamaConfig(
@@ -47,7 +50,7 @@ def hugging_face(
         num_attention_heads=2,
         head_dim=d,
         max_position_embeddings=max_positions,
-        rope_parameters={"rope_type": rope_type, "rope_theta": 10000.0, **params},
+        rope_parameters={"rope_type": rope_type, "rope_theta": base, **params},
     )
     function = ROPE_INIT_FUNCTIONS[rope_type]
     if seq_len is None:
@@ -69,11 +72,16 @@ DYNAMIC_CASES = [
 ]
 
 
+@pytest.mark.parametrize("base", HF_BASES)
 @pytest.mark.parametrize(("d", "length", "factor", "seq_len"), DYNAMIC_CASES)
-def test_dynamic_matches_hugging_face(d: int, length: int, factor: float, seq_len: int) -> None:
-    theirs, their_scale = hugging_face("dynamic", d, length, {"factor": factor}, seq_len)
-    spec = scaled_frequencies(d, "dynamic", factor=factor, original_length=length, length=seq_len)
-    torch.testing.assert_close(spec.theta, theirs, rtol=1e-6, atol=0.0)
+def test_dynamic_matches_hugging_face(
+    d: int, length: int, factor: float, seq_len: int, base: float
+) -> None:
+    theirs, their_scale = hugging_face("dynamic", d, length, {"factor": factor}, seq_len, base)
+    spec = scaled_frequencies(
+        d, "dynamic", factor=factor, original_length=length, length=seq_len, base=base
+    )
+    torch.testing.assert_close(spec.theta, theirs, rtol=HF_RTOL, atol=0.0)
     assert spec.attention_factor == their_scale == 1.0
 
 
@@ -117,10 +125,11 @@ YARN_CASES = [
 ]
 
 
+@pytest.mark.parametrize("base", HF_BASES)
 @pytest.mark.parametrize(("d", "length", "factor", "extra"), YARN_CASES)
 @pytest.mark.parametrize("truncate", [True, False])
 def test_yarn_truncate_matches_hugging_face(
-    d: int, length: int, factor: float, extra: dict[str, Any], truncate: bool
+    d: int, length: int, factor: float, extra: dict[str, Any], truncate: bool, base: float
 ) -> None:
     params: dict[str, object] = {
         "factor": factor,
@@ -128,11 +137,11 @@ def test_yarn_truncate_matches_hugging_face(
         "truncate": truncate,
         **extra,
     }
-    theirs, their_scale = hugging_face("yarn", d, int(length * factor), params)
+    theirs, their_scale = hugging_face("yarn", d, int(length * factor), params, base=base)
     spec = scaled_frequencies(
-        d, "yarn", factor=factor, original_length=length, truncate=truncate, **extra
+        d, "yarn", factor=factor, original_length=length, truncate=truncate, base=base, **extra
     )
-    torch.testing.assert_close(spec.theta, theirs, rtol=1e-6, atol=0.0)
+    torch.testing.assert_close(spec.theta, theirs, rtol=HF_RTOL, atol=0.0)
     assert spec.attention_factor == pytest.approx(their_scale, rel=1e-12)
 
 
@@ -157,7 +166,7 @@ def test_yarn_attention_factor_matches_hugging_face(params: dict[str, Any]) -> N
     hf: dict[str, object] = {"factor": 40.0, "original_max_position_embeddings": 4096, **params}
     theirs, their_scale = hugging_face("yarn", 64, 4096 * 40, hf)
     spec = scaled_frequencies(64, "yarn", factor=40.0, original_length=4096, **params)
-    torch.testing.assert_close(spec.theta, theirs, rtol=1e-6, atol=0.0)
+    torch.testing.assert_close(spec.theta, theirs, rtol=HF_RTOL, atol=0.0)
     assert spec.attention_factor == pytest.approx(their_scale, rel=1e-12)
 
 
@@ -206,6 +215,35 @@ def test_paper_ramp_by_hand(half: int, length: int, beta_slow: float, width: flo
     assert bool((weight[1:] >= weight[:-1]).all())
 
 
+@pytest.mark.parametrize("ramp", ["pairs", "turns"])
+def test_yarn_ramp_refuses_a_decreasing_ramp_and_a_flat_ladder(ramp: Ramp) -> None:
+    assert yarn_ramp(32, 1e4, 64, 32.0, 1.0, ramp=ramp).shape == (16,)
+    for beta_fast, beta_slow in [(1.0, 32.0), (4.0, 4.0)]:
+        with pytest.raises(ValueError, match="beta_fast must exceed beta_slow"):
+            yarn_ramp(32, 1e4, 64, beta_fast, beta_slow, ramp=ramp)
+    with pytest.raises(ValueError, match="base must be > 1"):
+        yarn_ramp(32, 1.0, 64, 32.0, 1.0, ramp=ramp)
+    with pytest.raises(ValueError, match="beta_slow must be finite and > 0"):
+        yarn_ramp(32, 1e4, 64, 32.0, 0.0, ramp=ramp)
+
+
+def test_llama3_weight_refuses_bounds_out_of_order() -> None:
+    assert llama3_weight(32, 1e4, 64, 1.0, 4.0).shape == (16,)
+    for low, high in [(4.0, 1.0), (2.0, 2.0)]:
+        with pytest.raises(ValueError, match="low_freq_factor must be below high_freq_factor"):
+            llama3_weight(32, 1e4, 64, low, high)
+    with pytest.raises(ValueError, match="low_freq_factor must be finite and > 0"):
+        llama3_weight(32, 1e4, 64, 0.0, 4.0)
+
+
+def test_dynamic_ntk_alpha_refuses_a_factor_below_one() -> None:
+    assert dynamic_ntk_alpha(1.0, 64, 512) == 8.0  # s = 1: alpha = l / L
+    with pytest.raises(ValueError, match="factor must be >= 1"):
+        dynamic_ntk_alpha(0.5, 64, 512)
+    with pytest.raises(ValueError, match="factor must be >= 1"):
+        dynamic_ntk_alpha(0.5, 64, 32)  # refused below the trained length too
+
+
 @pytest.mark.parametrize(
     ("kwargs", "error", "match"),
     [
@@ -233,6 +271,18 @@ def test_paper_ramp_by_hand(half: int, length: int, beta_slow: float, width: flo
         ({"method": "ntk", "factor": 1e300}, ValueError, "overflows"),
         ({"method": "dynamic", "factor": 1e300, "length": 512}, ValueError, "overflows"),
         ({"method": "linear", "factor": True}, TypeError, "factor"),
+        ({"method": "linear", "beta_fast": 16.0}, ValueError, "beta_fast is a parameter of yarn"),
+        ({"method": "ntk", "beta_slow": 2.0}, ValueError, "beta_slow is a parameter of yarn"),
+        (
+            {"method": "yarn", "low_freq_factor": 2.0},
+            ValueError,
+            "low_freq_factor is a parameter of llama3",
+        ),
+        (
+            {"method": "dynamic", "length": 512, "high_freq_factor": 8.0},
+            ValueError,
+            "high_freq_factor is a parameter of llama3",
+        ),
     ],
 )
 def test_bad_input(kwargs: dict[str, Any], error: type[Exception], match: str) -> None:

@@ -4,6 +4,7 @@ and chunks, Llama 4's QK-norm and temperature, scores per band."""
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
@@ -169,6 +170,15 @@ def test_a_band_without_text_is_refused() -> None:
     losses = torch.zeros(2, 64, dtype=torch.float64)
     with pytest.raises(ValueError, match="holds no text target"):
         text_band_losses(losses, probe, [(61, 63)])  # only the copy's letters
+
+
+def test_a_band_that_does_not_fit_the_probe_is_refused() -> None:
+    """As band_losses refuses it: a band past T would be silently cut to [start, T)."""
+    probe = CORPUS.probe(2, 64, (10, 30), seed=0)
+    losses = torch.zeros(2, 64, dtype=torch.float64)
+    for start, stop in [(32, 80), (-1, 10), (10, 10)]:
+        with pytest.raises(ValueError, match=re.escape(f"band [{start}, {stop}) does not fit 64")):
+            text_band_losses(losses, probe, [(0, 32), (start, stop)])
 
 
 # --- local attention -----------------------------------------------------------------------
