@@ -434,3 +434,18 @@ def test_safe_distance_is_where_the_angle_first_leaves_the_arc(
     slack = 1e-9 * arc + 1e-12
     assert bool((angles[:-1] <= arc + slack).all())
     assert angles[-1] > arc - slack
+
+
+def test_the_rounding_grows_with_yarns_factor() -> None:
+    """Chapter 8 states the match to transformers as a relative 5e-6 and names where it is
+    loosest among its factors: YaRN without truncate at s = 40, d = 128, about 2.4e-6."""
+    params: dict[str, object] = {
+        "factor": 40.0,
+        "original_max_position_embeddings": 4096,
+        "truncate": False,
+    }
+    theirs, _ = hugging_face("yarn", 128, 4096 * 40, params)
+    ours = scaled_frequencies(128, "yarn", factor=40.0, original_length=4096, truncate=False)
+    relative = float(((ours.theta - theirs).abs() / theirs).max())
+    assert 1e-6 < relative < HF_RTOL
+    assert relative == pytest.approx(2.4e-6, abs=3e-7)  # the number the page states
