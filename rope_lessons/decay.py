@@ -61,13 +61,20 @@ def _check_distances(distances: object) -> torch.Tensor:
     distances = check_positions(distances, name="distances")
     if bool((distances < 0).any()):
         raise ValueError("distances must be >= 0 (a key r positions before the query)")
-    if distances.numel() and int(distances.max()) > MAX_DISTANCE:
+    if distances.numel():
+        _check_farthest(int(distances.max()), "distances")
+    return distances
+
+
+def _check_farthest(farthest: int, name: str) -> None:
+    """Refuse a largest distance ``farthest`` beyond :data:`MAX_DISTANCE`; ``name`` says
+    what it is in the message."""
+    if farthest > MAX_DISTANCE:
         raise ValueError(
-            f"distances must be <= {MAX_DISTANCE:.0e}, got {int(distances.max()):.3g}: "
+            f"{name} must be <= {MAX_DISTANCE:.0e}, got {farthest}: "
             "beyond it the float64 phases r * theta_k err by more than 2e-7 rad "
             "(about r * 2^-52), and at 1e15 by a tenth of a radian"
         )
-    return distances
 
 
 def _check_vector(x: object, name: str) -> torch.Tensor:
@@ -143,6 +150,8 @@ def abel_bound(
     rope = Rope(d) if rope is None else rope
     rope.check_dim(d, "the last dimension of q")
     distances = _check_distances(distances)
+    if distances.ndim != 1:
+        raise ValueError(f"distances must be 1-D (R,), got shape {tuple(distances.shape)}")
     # float16 and bfloat16 inputs are read exactly in float64 (the bound is float64)
     h = rope.pairs(q.double()) * rope.pairs(k.double()).conj()
     # h: (..., d/2) complex128; steps: |h_{k+1} - h_k| with h_{d/2} = 0
@@ -216,8 +225,13 @@ def attention_by_distance(
 
     Returns:
         float64 tensor ``(..., context)`` whose last dimension sums to 1.
+
+    Raises:
+        ValueError: ``context < 1``, or ``context - 1`` (the farthest distance)
+            beyond :data:`MAX_DISTANCE`; refused before any tensor is built.
     """
     context = check_positive_int(context, "context")
+    _check_farthest(context - 1, "the farthest distance, context - 1,")
     distances = torch.arange(context, device=q.device)
     rope = Rope(q.shape[-1]) if rope is None else rope
     scores = rope.score_at_distance(q, k, distances)  # (..., context)
@@ -310,6 +324,19 @@ class ScoreTerms(NamedTuple):
         return self.mean + self.covariance
 
 
+class LogitTerms(NamedTuple):
+    r"""A measured mean logit split in two: :attr:`DistanceProfile.logit` ``= mean + rest``.
+
+    ``mean`` is the rotary logit of the mean query and mean key
+    (:meth:`DistanceProfile.mean_vector_logit`); ``rest`` is all the rest: the
+    covariance term (:attr:`DistanceProfile.covariance`) plus cross terms (see
+    :meth:`DistanceProfile.logit_terms`).
+    """
+
+    mean: torch.Tensor
+    rest: torch.Tensor
+
+
 def expected_score_terms(
     mean_q: torch.Tensor,
     mean_k: torch.Tensor,
@@ -334,13 +361,18 @@ def expected_score_terms(
     \sum_k z_k(q)\overline{z_k(k)} e^{ir\theta_k}`). The formula is applied to each
     part of :math:`M`: the mean term :math:`\mu_q^\top R_{-r}\mu_k` is the score of
     the means, the covariance term the same sum over the rows of ``C``.
-    Independent ``q`` and ``k`` have ``C = 0`` but keep the mean term: their
-    expected score is zero at every distance only when a mean is zero.
+    Independent ``q`` and ``k`` have ``C = 0`` but keep the mean term,
+    :math:`\operatorname{Re} \sum_k m_k e^{ir\theta_k}`: their expected score is
+    zero at every distance when :math:`m_k = 0` in every pair ``k`` (and, for
+    distinct frequencies in :math:`(0, \pi)` such as RoPE's ladder, only then).
+    A zero mean is one way; means in different pairs are another (:math:`\mu_q`
+    only on pair 0, :math:`\mu_k` only on pair 1: neither is zero, every
+    :math:`m_k` is).
 
     Args:
         mean_q, mean_k: ``(..., d)``, floating.
-        cross_covariance: ``(..., d, d)``, row ``i`` the covariances of
-            :math:`q_i` with every coordinate of ``k``.
+        cross_covariance: floating tensor ``(..., d, d)``, row ``i`` the covariances
+            of :math:`q_i` with every coordinate of ``k``.
         distances: integer tensor ``(R,)``, values in ``0 .. MAX_DISTANCE``.
         rope: the spec; default ``Rope(d)``.
 
@@ -348,6 +380,14 @@ def expected_score_terms(
         :class:`ScoreTerms` of two float64 tensors ``(..., R)``.
     """
     mean_q, mean_k = _check_vector(mean_q, "mean_q"), _check_vector(mean_k, "mean_k")
+    if not isinstance(cross_covariance, torch.Tensor):
+        raise TypeError(
+            f"cross_covariance must be a torch.Tensor, got {type(cross_covariance).__name__}"
+        )
+    if not cross_covariance.is_floating_point():
+        raise TypeError(
+            f"cross_covariance must have a floating dtype, got {cross_covariance.dtype}"
+        )
     d = mean_q.shape[-1]
     if mean_k.shape[-1] != d or cross_covariance.shape[-2:] != (d, d):
         raise ValueError(
@@ -388,7 +428,9 @@ class DistanceProfile:
             their means, :math:`(q_m - \\bar q)^\\top R_{n-m} (k_n - \\bar k) / \\sqrt D`:
             the covariance term. With :meth:`mean_vector_logit`, the mean term, it
             makes up :attr:`logit` up to cross terms that vanish when the queries
-            and keys at each distance have the means of the whole batch.
+            and keys at each distance have the means of the whole batch (the
+            covariance term and those cross terms together are the ``rest`` of
+            :meth:`logit_terms`).
         mean_query, mean_key: ``(L, H, D)`` means of the unrotated queries and
             keys over the batch and all positions (with grouped-query attention,
             each query head's key head).
@@ -426,22 +468,22 @@ class DistanceProfile:
         scores = self.rope.score_at_distance(self.mean_query, self.mean_key, distances)
         return scores / math.sqrt(self.mean_query.shape[-1])
 
-    def logit_terms(self) -> ScoreTerms:
+    def logit_terms(self) -> LogitTerms:
         r""":attr:`logit` split as in :func:`expected_score_terms`: mean term plus the rest.
 
-        ``mean`` is :meth:`mean_vector_logit`; ``covariance`` is
-        :attr:`logit` minus it: what the token-dependent parts of the queries
-        and keys add on average, that is :attr:`covariance` (the covariance
-        term proper) plus the cross terms left because a mean over all
-        positions is not the mean over the queries and keys paired at a given
-        distance. Chapter 4's tables report this rest; chapter 9 reports the
-        two parts separately.
+        ``mean`` is :meth:`mean_vector_logit`; ``rest`` is :attr:`logit`
+        minus it: what the token-dependent parts of the queries and keys add
+        on average, that is :attr:`covariance` (the covariance term proper)
+        plus the cross terms left because a mean over all positions is not the
+        mean over the queries and keys paired at a given distance. Chapter 4's
+        tables report this rest; chapter 9 reports the mean term and
+        :attr:`covariance` separately.
 
         Returns:
-            :class:`ScoreTerms` of two float64 tensors ``(L, H, R)``.
+            :class:`LogitTerms` of two float64 tensors ``(L, H, R)``.
         """
         mean = self.mean_vector_logit()
-        return ScoreTerms(mean=mean, covariance=self.logit - mean)
+        return LogitTerms(mean=mean, rest=self.logit - mean)
 
 
 @torch.no_grad()
@@ -586,7 +628,7 @@ def near_minus_far(
     return span_mean(curve, near, "near") - span_mean(curve, far, "far")
 
 
-SUMMARY_NAMES = ("logit", "content", "mean_vector", "covariance", "log_weight_ratio")
+SUMMARY_NAMES = ("logit", "content", "mean_vector", "rest", "log_weight_ratio")
 """The per-head numbers of :func:`decay_summary`, in order."""
 
 
@@ -608,8 +650,9 @@ def decay_summary(
         ``"content"``, the same for the unrotated score (positions removed);
         ``"mean_vector"``, the same for the rotary logit of the mean query and
         key (the mean term of :meth:`DistanceProfile.logit_terms`);
-        ``"covariance"``, the same for the covariance term (so ``logit =
-        mean_vector + covariance``); ``"log_weight_ratio"``, the natural log of
+        ``"rest"``, the same for the rest of the logit, its covariance term
+        plus cross terms (the ``rest`` of :meth:`DistanceProfile.logit_terms`;
+        so ``logit = mean_vector + rest``); ``"log_weight_ratio"``, the natural log of
         the mean attention weight near over the mean weight far (0: no
         preference; a log keeps the stored numbers of a sweep on one scale).
     """
@@ -621,7 +664,7 @@ def decay_summary(
         "logit": near_minus_far(profile.logit, near, far),
         "content": near_minus_far(profile.content, near, far),
         "mean_vector": near_minus_far(terms.mean, near, far),
-        "covariance": near_minus_far(terms.covariance, near, far),
+        "rest": near_minus_far(terms.rest, near, far),
         "log_weight_ratio": (
             span_mean(profile.weight, near, "near") / span_mean(profile.weight, far, "far")
         ).log(),
