@@ -324,19 +324,6 @@ class ScoreTerms(NamedTuple):
         return self.mean + self.covariance
 
 
-class LogitTerms(NamedTuple):
-    r"""A measured mean logit split in two: :attr:`DistanceProfile.logit` ``= mean + rest``.
-
-    ``mean`` is the rotary logit of the mean query and mean key
-    (:meth:`DistanceProfile.mean_vector_logit`); ``rest`` is all the rest: the
-    covariance term (:attr:`DistanceProfile.covariance`) plus cross terms (see
-    :meth:`DistanceProfile.logit_terms`).
-    """
-
-    mean: torch.Tensor
-    rest: torch.Tensor
-
-
 def expected_score_terms(
     mean_q: torch.Tensor,
     mean_k: torch.Tensor,
@@ -428,9 +415,7 @@ class DistanceProfile:
             their means, :math:`(q_m - \\bar q)^\\top R_{n-m} (k_n - \\bar k) / \\sqrt D`:
             the covariance term. With :meth:`mean_vector_logit`, the mean term, it
             makes up :attr:`logit` up to cross terms that vanish when the queries
-            and keys at each distance have the means of the whole batch (the
-            covariance term and those cross terms together are the ``rest`` of
-            :meth:`logit_terms`).
+            and keys at each distance have the means of the whole batch.
         mean_query, mean_key: ``(L, H, D)`` means of the unrotated queries and
             keys over the batch and all positions (with grouped-query attention,
             each query head's key head).
@@ -468,22 +453,22 @@ class DistanceProfile:
         scores = self.rope.score_at_distance(self.mean_query, self.mean_key, distances)
         return scores / math.sqrt(self.mean_query.shape[-1])
 
-    def logit_terms(self) -> LogitTerms:
+    def logit_terms(self) -> ScoreTerms:
         r""":attr:`logit` split as in :func:`expected_score_terms`: mean term plus the rest.
 
-        ``mean`` is :meth:`mean_vector_logit`; ``rest`` is :attr:`logit`
-        minus it: what the token-dependent parts of the queries and keys add
-        on average, that is :attr:`covariance` (the covariance term proper)
-        plus the cross terms left because a mean over all positions is not the
-        mean over the queries and keys paired at a given distance. Chapter 4's
-        tables report this rest; chapter 9 reports the mean term and
-        :attr:`covariance` separately.
+        ``mean`` is :meth:`mean_vector_logit`; ``covariance`` is
+        :attr:`logit` minus it: what the token-dependent parts of the queries
+        and keys add on average, that is :attr:`covariance` (the covariance
+        term proper) plus the cross terms left because a mean over all
+        positions is not the mean over the queries and keys paired at a given
+        distance. Chapter 4's tables report this rest; chapter 9 reports the
+        two parts separately.
 
         Returns:
-            :class:`LogitTerms` of two float64 tensors ``(L, H, R)``.
+            :class:`ScoreTerms` of two float64 tensors ``(L, H, R)``.
         """
         mean = self.mean_vector_logit()
-        return LogitTerms(mean=mean, rest=self.logit - mean)
+        return ScoreTerms(mean=mean, covariance=self.logit - mean)
 
 
 @torch.no_grad()
@@ -628,7 +613,7 @@ def near_minus_far(
     return span_mean(curve, near, "near") - span_mean(curve, far, "far")
 
 
-SUMMARY_NAMES = ("logit", "content", "mean_vector", "rest", "log_weight_ratio")
+SUMMARY_NAMES = ("logit", "content", "mean_vector", "covariance", "log_weight_ratio")
 """The per-head numbers of :func:`decay_summary`, in order."""
 
 
@@ -650,9 +635,8 @@ def decay_summary(
         ``"content"``, the same for the unrotated score (positions removed);
         ``"mean_vector"``, the same for the rotary logit of the mean query and
         key (the mean term of :meth:`DistanceProfile.logit_terms`);
-        ``"rest"``, the same for the rest of the logit, its covariance term
-        plus cross terms (the ``rest`` of :meth:`DistanceProfile.logit_terms`;
-        so ``logit = mean_vector + rest``); ``"log_weight_ratio"``, the natural log of
+        ``"covariance"``, the same for the covariance term (so ``logit =
+        mean_vector + covariance``); ``"log_weight_ratio"``, the natural log of
         the mean attention weight near over the mean weight far (0: no
         preference; a log keeps the stored numbers of a sweep on one scale).
     """
@@ -664,7 +648,7 @@ def decay_summary(
         "logit": near_minus_far(profile.logit, near, far),
         "content": near_minus_far(profile.content, near, far),
         "mean_vector": near_minus_far(terms.mean, near, far),
-        "rest": near_minus_far(terms.rest, near, far),
+        "covariance": near_minus_far(terms.covariance, near, far),
         "log_weight_ratio": (
             span_mean(profile.weight, near, "near") / span_mean(profile.weight, far, "far")
         ).log(),

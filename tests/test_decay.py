@@ -302,22 +302,7 @@ def test_logit_terms_add_up_to_the_logit() -> None:
     profile = distance_profile(model, tokens)
     terms = profile.logit_terms()
     torch.testing.assert_close(terms.mean, profile.mean_vector_logit())
-    torch.testing.assert_close(terms.mean + terms.rest, profile.logit)
-
-
-def test_the_rest_of_the_logit_is_not_the_covariance_term() -> None:
-    """The rest (logit minus mean term) holds the covariance term and cross terms: two
-    quantities, two names. decay_summary reports the rest as "rest"; "covariance" is
-    DistanceProfile.covariance's name alone."""
-    model = small_model()
-    tokens = torch.randint(0, 11, (3, 20), generator=torch.Generator().manual_seed(0))
-    profile = distance_profile(model, tokens, max_distance=8)
-    rest = profile.logit_terms().rest
-    torch.testing.assert_close(rest, profile.logit - profile.mean_vector_logit())
-    assert not torch.allclose(rest, profile.covariance)  # the cross terms
-    summary = decay_summary(profile, near=(1, 2), far=(5, 8))
-    assert "covariance" not in summary and "covariance" not in SUMMARY_NAMES
-    torch.testing.assert_close(summary["rest"], near_minus_far(rest, (1, 2), (5, 8)))
+    torch.testing.assert_close(terms.total, profile.logit)
 
 
 def test_decay_summary_by_hand() -> None:
@@ -329,7 +314,7 @@ def test_decay_summary_by_hand() -> None:
     assert all(values.shape == (2, 2) for values in summary.values())
     logit = profile.logit[..., 1:3].mean(-1) - profile.logit[..., 5:9].mean(-1)
     torch.testing.assert_close(summary["logit"], logit)
-    torch.testing.assert_close(summary["mean_vector"] + summary["rest"], summary["logit"])
+    torch.testing.assert_close(summary["mean_vector"] + summary["covariance"], summary["logit"])
     ratio = profile.weight[..., 1:3].mean(-1) / profile.weight[..., 5:9].mean(-1)
     torch.testing.assert_close(summary["log_weight_ratio"], ratio.log())
     default = decay_summary(profile)  # near 1..4, far 4..8
@@ -351,7 +336,7 @@ def test_decay_numbers_round_trip() -> None:
     with pytest.raises(ValueError, match="unknown"):
         summary_from_numbers({**numbers, "layer 0 head 0: extra": 1.0})
     with pytest.raises(ValueError, match="missing"):
-        summary_from_numbers({k: v for k, v in numbers.items() if not k.endswith("rest")})
+        summary_from_numbers({k: v for k, v in numbers.items() if not k.endswith("covariance")})
     with pytest.raises(ValueError, match="not decay_numbers"):
         summary_from_numbers({"loss": 1.0})
 

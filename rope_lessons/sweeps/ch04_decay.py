@@ -5,20 +5,18 @@ model of width 64 with four heads, 1500 steps on the course's corpus at
 context 128), trained with eight seeds. Its ``analyse`` hook,
 :func:`~rope_lessons.decay.decay_numbers`, stores per layer and head the
 near-minus-far drop of the mean attention logit, of the unrotated score, of
-its mean term (the mean vectors' rotary logit) and of the rest (its covariance
-term plus cross terms), and the log ratio of near to far attention weight.
-``notebooks/04_decay.ipynb`` trains seed 0 live.
+its mean term (the mean vectors' rotary logit) and its covariance term, and
+the log ratio of near to far attention weight. ``notebooks/04_decay.ipynb``
+trains seed 0 live.
 
 Version 2: 1500 steps instead of 300 (at 300 the held-out loss still fell by
 0.029 over the last fifth of training, against a seed spread of 0.016; one seed
 trained on a 3000-step schedule with held-out checkpoints every 150 steps fell
-from 2.08 at step 300 to 1.66 at 1500 and 1.57 at 3000), and the rest of the
-logit (recorded under the name "covariance"; the stored keys were renamed
-"rest" without retraining). 1500 steps is what a recording of about 25
-minutes of one core allows (eight seeds took 17 minutes). It is not converged
-by the course's rule: over the last fifth the mean held-out loss falls by
-0.023 against a seed spread of 0.009
-(``load_sweep("ch04_decay").convergence("rope, corpus", 128)``).
+from 2.08 at step 300 to 1.66 at 1500 and 1.57 at 3000), and the covariance
+term. 1500 steps is what a recording of about 25 minutes of one core allows
+(eight seeds took 17 minutes). It is not converged by the course's rule: over
+the last fifth the mean held-out loss falls by 0.023 against a seed spread of
+0.009 (``load_sweep("ch04_decay").convergence("rope, corpus", 128)``).
 """
 
 from __future__ import annotations
