@@ -61,13 +61,20 @@ def _check_distances(distances: object) -> torch.Tensor:
     distances = check_positions(distances, name="distances")
     if bool((distances < 0).any()):
         raise ValueError("distances must be >= 0 (a key r positions before the query)")
-    if distances.numel() and int(distances.max()) > MAX_DISTANCE:
+    if distances.numel():
+        _check_farthest(int(distances.max()), "distances")
+    return distances
+
+
+def _check_farthest(farthest: int, name: str) -> None:
+    """Refuse a largest distance ``farthest`` beyond :data:`MAX_DISTANCE`; ``name`` says
+    what it is in the message."""
+    if farthest > MAX_DISTANCE:
         raise ValueError(
-            f"distances must be <= {MAX_DISTANCE:.0e}, got {int(distances.max()):.3g}: "
+            f"{name} must be <= {MAX_DISTANCE:.0e}, got {farthest}: "
             "beyond it the float64 phases r * theta_k err by more than 2e-7 rad "
             "(about r * 2^-52), and at 1e15 by a tenth of a radian"
         )
-    return distances
 
 
 def _check_vector(x: object, name: str) -> torch.Tensor:
@@ -143,6 +150,8 @@ def abel_bound(
     rope = Rope(d) if rope is None else rope
     rope.check_dim(d, "the last dimension of q")
     distances = _check_distances(distances)
+    if distances.ndim != 1:
+        raise ValueError(f"distances must be 1-D (R,), got shape {tuple(distances.shape)}")
     # float16 and bfloat16 inputs are read exactly in float64 (the bound is float64)
     h = rope.pairs(q.double()) * rope.pairs(k.double()).conj()
     # h: (..., d/2) complex128; steps: |h_{k+1} - h_k| with h_{d/2} = 0
@@ -216,8 +225,13 @@ def attention_by_distance(
 
     Returns:
         float64 tensor ``(..., context)`` whose last dimension sums to 1.
+
+    Raises:
+        ValueError: ``context < 1``, or ``context - 1`` (the farthest distance)
+            beyond :data:`MAX_DISTANCE`; refused before any tensor is built.
     """
     context = check_positive_int(context, "context")
+    _check_farthest(context - 1, "the farthest distance, context - 1,")
     distances = torch.arange(context, device=q.device)
     rope = Rope(q.shape[-1]) if rope is None else rope
     scores = rope.score_at_distance(q, k, distances)  # (..., context)
@@ -334,13 +348,18 @@ def expected_score_terms(
     \sum_k z_k(q)\overline{z_k(k)} e^{ir\theta_k}`). The formula is applied to each
     part of :math:`M`: the mean term :math:`\mu_q^\top R_{-r}\mu_k` is the score of
     the means, the covariance term the same sum over the rows of ``C``.
-    Independent ``q`` and ``k`` have ``C = 0`` but keep the mean term: their
-    expected score is zero at every distance only when a mean is zero.
+    Independent ``q`` and ``k`` have ``C = 0`` but keep the mean term,
+    :math:`\operatorname{Re} \sum_k m_k e^{ir\theta_k}`: their expected score is
+    zero at every distance when :math:`m_k = 0` in every pair ``k`` (and, for
+    distinct frequencies in :math:`(0, \pi)` such as RoPE's ladder, only then).
+    A zero mean is one way; means in different pairs are another (:math:`\mu_q`
+    only on pair 0, :math:`\mu_k` only on pair 1: neither is zero, every
+    :math:`m_k` is).
 
     Args:
         mean_q, mean_k: ``(..., d)``, floating.
-        cross_covariance: ``(..., d, d)``, row ``i`` the covariances of
-            :math:`q_i` with every coordinate of ``k``.
+        cross_covariance: floating tensor ``(..., d, d)``, row ``i`` the covariances
+            of :math:`q_i` with every coordinate of ``k``.
         distances: integer tensor ``(R,)``, values in ``0 .. MAX_DISTANCE``.
         rope: the spec; default ``Rope(d)``.
 
@@ -348,6 +367,14 @@ def expected_score_terms(
         :class:`ScoreTerms` of two float64 tensors ``(..., R)``.
     """
     mean_q, mean_k = _check_vector(mean_q, "mean_q"), _check_vector(mean_k, "mean_k")
+    if not isinstance(cross_covariance, torch.Tensor):
+        raise TypeError(
+            f"cross_covariance must be a torch.Tensor, got {type(cross_covariance).__name__}"
+        )
+    if not cross_covariance.is_floating_point():
+        raise TypeError(
+            f"cross_covariance must have a floating dtype, got {cross_covariance.dtype}"
+        )
     d = mean_q.shape[-1]
     if mean_k.shape[-1] != d or cross_covariance.shape[-2:] != (d, d):
         raise ValueError(

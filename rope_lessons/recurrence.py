@@ -276,6 +276,8 @@ def vo_rope_linear_attention(
         Outputs ``(B, H, T, D)``, complex arithmetic in the precision of the inputs.
 
     Raises:
+        TypeError: a tensor not of a real floating dtype, or ``q``, ``k`` and
+            ``v`` of different dtypes.
         ValueError: tensors not 4-D, shapes that do not match, ``D`` odd;
             ``gamma`` or ``base`` out of range (:func:`vo_rope_decay`).
     """
@@ -284,6 +286,8 @@ def vo_rope_linear_attention(
             raise ValueError(f"{name} must be a (batch, heads, seq, dim) tensor")
         if not tensor.is_floating_point():
             raise TypeError(f"{name} must have a real floating dtype, got {tensor.dtype}")
+    if not q.dtype == k.dtype == v.dtype:
+        raise TypeError(f"q, k and v must share one dtype, got {q.dtype}, {k.dtype} and {v.dtype}")
     if q.shape != k.shape or v.shape[:3] != q.shape[:3] or v.shape[-1] % 2:
         raise ValueError(
             f"need q and k (B, H, T, D_k) and v (B, H, T, D) with D even, got "
@@ -582,8 +586,11 @@ def delay_readout(
     numbers as ``2n`` real ones.
 
     Without ``budget``, ``c`` is LAPACK's minimum-norm least-squares solution
-    (``gelsd``, whose default cutoff keeps singular values down to about
-    ``1e-16`` of the largest): a small error may then be bought with enormous,
+    (``gelsd`` through ``torch.linalg.lstsq``, whose default cutoff drops the
+    singular values below :math:`\varepsilon \max(m, n)` times the largest,
+    :math:`\varepsilon \approx 2.2 \cdot 10^{-16}` the float64 epsilon, for the
+    ``m x n`` matrix of powers: ``horizon`` rows, one column per real decay
+    or two per complex one): a small error may then be bought with enormous,
     cancelling weights, out of reach of training and of float32. With
     ``budget``, ``c`` is the best readout with :math:`\lVert c \rVert \le`
     ``budget``: ridge regression, :math:`\min \lVert Pc - e \rVert^2 + \alpha
@@ -710,30 +717,6 @@ def prediction_lags(model: nn.Module, tokens: torch.Tensor, max_lag: int) -> tor
             for d in range(max_lag + 1)
         ]
     )
-
-
-# --- the slope of a timing curve -----------------------------------------------------
-
-
-def loglog_slope(lengths: list[int] | tuple[int, ...], seconds: list[float]) -> float:
-    """Least-squares slope of ``log(seconds)`` on ``log(length)``: the ``k`` of ``T^k``.
-
-    Raises:
-        ValueError: fewer than two pairs, counts that differ, a length or time
-            that is not positive, or only one distinct length (no slope).
-    """
-    if len(lengths) != len(seconds) or len(lengths) < 2:
-        raise ValueError("need at least two (length, seconds) pairs of equal count")
-    if not all(n > 0 for n in lengths) or not all(s > 0 for s in seconds):
-        raise ValueError(
-            f"lengths and seconds must be positive, got {list(lengths)} and {list(seconds)}"
-        )
-    if len(set(lengths)) < 2:
-        raise ValueError(f"need at least two distinct lengths for a slope, got {list(lengths)}")
-    log_t = torch.tensor([math.log(n) for n in lengths], dtype=torch.float64)
-    log_s = torch.tensor([math.log(s) for s in seconds], dtype=torch.float64)
-    centred = log_t - log_t.mean()
-    return float((centred * (log_s - log_s.mean())).sum() / centred.square().sum())
 
 
 def retnet_effective_decays(n_heads: int, head_dim: int, base: float = 10000.0) -> torch.Tensor:

@@ -27,7 +27,7 @@ models train with:
 
 :func:`time_recurrence_forms` times all four in the same repeats and
 :func:`fitted_slopes` fits each one's log-log slope of time against length
-(``benchmarks/recurrence_forms.py`` prints both).
+(:func:`loglog_slope`; ``benchmarks/recurrence_forms.py`` prints both).
 
 Shapes: ``...`` any leading dimensions, ``T`` sequence length, ``n`` channels.
 """
@@ -35,6 +35,7 @@ Shapes: ``...`` any leading dimensions, ``T`` sequence length, ``n`` channels.
 from __future__ import annotations
 
 import functools
+import math
 import time
 from collections.abc import Callable, Sequence
 
@@ -48,7 +49,6 @@ from rope_lessons.recurrence import (
     decay_kernel,
     linear_recurrence,
     linear_recurrence_parallel,
-    loglog_slope,
 )
 
 FFT_DTYPES = (torch.float32, torch.float64, torch.complex64, torch.complex128)
@@ -127,7 +127,7 @@ def linear_recurrence_fft(x: torch.Tensor, decay: torch.Tensor | complex) -> tor
 
     Returns:
         The states ``(..., T, n)``, in the dtype of ``x`` and ``decay``
-        promoted together.
+        promoted together (empty when ``x`` is: no channel, or an empty batch).
 
     Raises:
         TypeError: a dtype ``torch.fft`` does not compute in (e.g. float16);
@@ -137,6 +137,8 @@ def linear_recurrence_fft(x: torch.Tensor, decay: torch.Tensor | complex) -> tor
     x, decay = _check_recurrence_args(x, decay)
     if x.dtype not in FFT_DTYPES:
         raise TypeError(f"linear_recurrence_fft computes in {FFT_DTYPES}, got {x.dtype}")
+    if x.numel() == 0:  # no channel or an empty batch: no state (torch.fft refuses 0 signals)
+        return torch.zeros_like(x)
     seq_len = x.shape[-2]
     kernel = decay_kernel(decay, seq_len)  # (T,) or (n, T): lambda^d
     kernel = kernel[None, :] if decay.ndim == 0 else kernel  # (1, T) or (n, T)
@@ -231,6 +233,27 @@ def time_recurrence_forms(
     return results
 
 
+def loglog_slope(lengths: list[int] | tuple[int, ...], seconds: list[float]) -> float:
+    """Least-squares slope of ``log(seconds)`` on ``log(length)``: the ``k`` of ``T^k``.
+
+    Raises:
+        ValueError: fewer than two pairs, counts that differ, a length or time
+            that is not positive, or only one distinct length (no slope).
+    """
+    if len(lengths) != len(seconds) or len(lengths) < 2:
+        raise ValueError("need at least two (length, seconds) pairs of equal count")
+    if not all(n > 0 for n in lengths) or not all(s > 0 for s in seconds):
+        raise ValueError(
+            f"lengths and seconds must be positive, got {list(lengths)} and {list(seconds)}"
+        )
+    if len(set(lengths)) < 2:
+        raise ValueError(f"need at least two distinct lengths for a slope, got {list(lengths)}")
+    log_t = torch.tensor([math.log(n) for n in lengths], dtype=torch.float64)
+    log_s = torch.tensor([math.log(s) for s in seconds], dtype=torch.float64)
+    centred = log_t - log_t.mean()
+    return float((centred * (log_s - log_s.mean())).sum() / centred.square().sum())
+
+
 def fitted_slopes(timings: Sequence[Timing]) -> dict[str, float]:
     """Per form, the log-log slope of median seconds against length, over every length it was timed.
 
@@ -249,7 +272,8 @@ def format_recurrence_timings(timings: Sequence[Timing]) -> str:
 
     Columns: median milliseconds per call, then the ratio to the step-by-step
     form in the same repeat, min / median / max over the repeats; then each
-    form's fitted slope over all its lengths (:func:`fitted_slopes`).
+    form's fitted slope over all its lengths (:func:`fitted_slopes`), under a
+    heading of their own when at least one form was timed at two lengths.
     """
     lines = [
         f"{'T':>6s}  {'form':18s} {'median':>11s}  {'x step by step: min / median / max':>36s}"
@@ -261,7 +285,11 @@ def format_recurrence_timings(timings: Sequence[Timing]) -> str:
                 f"{length:6d}  {t.name:18s} {t.seconds[1] * 1e3:8.3f} ms  "
                 f"{low:14.3f} / {mid:8.3f} / {high:8.3f}"
             )
-    lengths = sorted({t.seq_len for t in timings})
-    lines.append(f"log-log slopes of median time on all lengths ({lengths[0]} to {lengths[-1]}):")
-    lines.extend(f"  {name:18s} {slope:5.2f}" for name, slope in fitted_slopes(timings).items())
+    slopes = fitted_slopes(timings)
+    if slopes:
+        lengths = sorted({t.seq_len for t in timings})
+        lines.append(
+            f"log-log slopes of median time on all lengths ({lengths[0]} to {lengths[-1]}):"
+        )
+        lines.extend(f"  {name:18s} {slope:5.2f}" for name, slope in slopes.items())
     return "\n".join(lines)

@@ -265,6 +265,8 @@ def ablate_pairs(
     other pairs are untouched. Values, outputs and MLPs are unchanged. This
     removes what a frequency carries; it is different from stopping its
     rotation (frequency 0), which keeps the pair but drops its position.
+    Models with grouped or shared keys and values, or with ``qk_norm``, are
+    refused (see :func:`ablate_pair_mask`).
 
     Args:
         model: a trained model; it is not modified.
@@ -288,6 +290,14 @@ def ablate_pairs(
 def ablate_pair_mask(model: TinyTransformer, drop: torch.Tensor) -> TinyTransformer:
     """:func:`ablate_pairs` with its own set of pairs for every layer and head.
 
+    Only models with one key head per query head and keys apart from values
+    (``kv_heads == n_heads``, ``shared_kv=False``) and without ``qk_norm`` are
+    accepted. With fewer key heads, or one projection for keys and values, the
+    rows of the key projection are not one head's per query head (zeroing them
+    would change the values, or other heads' keys); with ``qk_norm`` the
+    queries and keys are normalised after the projection, which scales the
+    pairs left up to make good the norm the removed ones held.
+
     Args:
         model: a trained model; it is not modified.
         drop: bool tensor ``(L, H, D/2)``: ``True`` where pair ``k`` of head
@@ -295,10 +305,28 @@ def ablate_pair_mask(model: TinyTransformer, drop: torch.Tensor) -> TinyTransfor
 
     Returns:
         The ablated copy, in evaluation mode.
+
+    Raises:
+        TypeError: ``model`` not a TinyTransformer, ``drop`` not a bool tensor.
+        ValueError: ``drop`` of the wrong shape; a model with grouped or shared
+            keys and values, or with ``qk_norm``.
     """
     if not isinstance(model, TinyTransformer):
         raise TypeError(f"model must be a TinyTransformer, got {type(model).__name__}")
     cfg = model.config
+    if cfg.key_value_heads != cfg.n_heads or cfg.shared_kv:
+        raise ValueError(
+            "pair ablation zeroes the key rows of each query head's own key head, so it "
+            "needs kv_heads == n_heads and shared_kv=False; got "
+            f"kv_heads={cfg.key_value_heads}, n_heads={cfg.n_heads}, shared_kv={cfg.shared_kv} "
+            "(those rows would belong to the values or to other heads' keys)"
+        )
+    if cfg.qk_norm:
+        raise ValueError(
+            "pair ablation of a model with qk_norm=True would not remove the pairs' share "
+            "of the scores: the queries and keys are RMS-normalised after the projection, "
+            "which scales the pairs left up"
+        )
     expected = (cfg.n_layers, cfg.n_heads, cfg.head_dim // 2)
     if not isinstance(drop, torch.Tensor) or drop.dtype != torch.bool:
         raise TypeError(f"drop must be a bool tensor {expected} (layers, heads, pairs)")
@@ -510,7 +538,7 @@ def norm_matched_pairs(
 
     Args:
         shares: ``(..., P)`` each pair's share of a head's norm (e.g. squared
-            mean pair norms over their sum), ``P`` pairs.
+            mean pair norms over their sum), ``P`` pairs; finite.
         quarter: the pair indices whose share is matched.
         generator: the random generator (seeded by the caller).
 
@@ -519,6 +547,11 @@ def norm_matched_pairs(
     """
     if not isinstance(shares, torch.Tensor) or not shares.is_floating_point():
         raise TypeError("shares must be a floating tensor (..., pairs)")
+    if not bool(torch.isfinite(shares).all()):
+        raise ValueError(
+            "shares must be finite (a NaN share compares false with every target, "
+            "and its head would get no pairs)"
+        )
     pairs = shares.shape[-1]
     target_pairs = _check_indices(quarter, "quarter", pairs)
     others = torch.tensor([k for k in range(pairs) if k not in target_pairs])

@@ -1,6 +1,6 @@
-r"""VO-RoPE (chapter 6): shared keys and values, cache sizes, and rank agreement.
+r"""VO-RoPE (chapter 6): shared keys and values, cache sizes, readings, and rank agreement.
 
-Three jobs, each small:
+Four jobs, each small:
 
 * **Shared keys and values.** In a multi-query attention whose keys and values
   are the same cached vector :math:`c_n` (the inference form of MLA), a
@@ -17,7 +17,8 @@ Three jobs, each small:
   function of the chapter's stored sweeps, measures on held-out text how much
   attention stays on the diagonal, how far it reaches, and how much the
   value rotation turns what each query reads (the readers' questions under
-  Su's post).
+  Su's post); :func:`trained_angles` stores the frequencies a model ends
+  with, and :func:`stored_angles` reads them back.
 * **Rank agreement.** :func:`kendall_tau` (tau-b, with ties),
   :func:`ranks`, the exact null tail :func:`kendall_tau_tail` and
   :func:`bootstrap_kendall_tau`, to compare a toy ranking of the nine
@@ -374,9 +375,16 @@ def bootstrap_kendall_tau(
 ) -> FloatArray:
     """Kendall tau between the seed-mean of ``losses`` and ``reference``, seeds resampled.
 
+    A draw whose seed means are all equal (possible when seeds tie every
+    placement) orders no pair of placements, so it neither agrees nor
+    disagrees with ``reference``: its tau is 0. (Tau-b's numerator
+    :math:`n_c - n_d` is 0 there; only its denominator vanishes, which leaves
+    :func:`kendall_tau` undefined.)
+
     Args:
-        losses: ``(S, P)``: one row of per-placement losses per seed.
-        reference: ``(P,)``: the published losses, in the same column order.
+        losses: ``(S, P)``: one row of per-placement losses per seed; finite.
+        reference: ``(P,)``: the published losses, in the same column order;
+            not all equal.
         resamples: bootstrap draws; each picks ``S`` seeds with replacement.
         seed: seed of NumPy's generator, so the draws are reproducible.
 
@@ -386,16 +394,25 @@ def bootstrap_kendall_tau(
     table = np.asarray(losses, dtype=np.float64)
     if table.ndim != 2 or table.shape[0] < 1:
         raise ValueError(f"losses must have shape (seeds, placements), got {table.shape}")
+    if not np.isfinite(table).all():
+        raise ValueError("losses must be finite")
     target = _as_vector(reference, "reference")
     if target.size != table.shape[1]:
         raise ValueError(
             f"reference has {target.size} entries but losses has {table.shape[1]} columns"
         )
+    if target.size < 2:
+        raise ValueError(f"tau needs at least two placements, got {target.size}")
+    if (target == target[0]).all():
+        raise ValueError("reference must not be constant: it orders no pair, tau is undefined")
     check_positive_int(resamples, "resamples")
     rng = np.random.default_rng(seed)
     picks = rng.integers(0, table.shape[0], size=(resamples, table.shape[0]))  # (R, S)
     means = table[picks].mean(axis=1)  # (R, P)
-    return np.array([kendall_tau(row, target) for row in means], dtype=np.float64)
+    return np.array(
+        [kendall_tau(row, target) if (row != row[0]).any() else 0.0 for row in means],
+        dtype=np.float64,
+    )
 
 
 SU_2025_LOSSES: dict[str, float] = {
@@ -475,6 +492,30 @@ class RankPair:
         return "disagree" if self.discordant else "agree"
 
 
+def _loss_table(losses: FloatArray, names: Sequence[str]) -> FloatArray:
+    """``losses`` as float64 ``(P, S)``, one row per name, if finite with at least one seed."""
+    table = np.asarray(losses, dtype=np.float64)
+    if table.ndim != 2 or table.shape[0] != len(names):
+        raise ValueError(
+            f"losses must have shape (len(names), seeds) = ({len(names)}, S), got {table.shape}"
+        )
+    if table.shape[1] < 1:
+        raise ValueError("losses must hold at least one seed (one column)")
+    if not np.isfinite(table).all():
+        raise ValueError("losses must be finite")
+    return table
+
+
+def _paired_interval(gaps: FloatArray) -> tuple[float, float]:
+    """Mean of the paired differences ``gaps`` ``(S,)`` and the half-width of its 95%
+    interval (Student's t); infinite with one seed."""
+    seeds = gaps.shape[0]
+    if seeds < 2:
+        return float(gaps.mean()), math.inf
+    spread = float(gaps.std(ddof=1)) / math.sqrt(seeds)
+    return float(gaps.mean()), t_quantile_975(seeds - 1) * spread
+
+
 def rank_pairs(
     losses: FloatArray, names: Sequence[str], reference: dict[str, float], tiers: dict[str, int]
 ) -> list[RankPair]:
@@ -491,30 +532,21 @@ def rank_pairs(
     Returns:
         The ``P (P - 1) / 2`` pairs, ``first`` before ``second`` in the published order.
     """
-    table = np.asarray(losses, dtype=np.float64)
-    if table.ndim != 2 or table.shape[0] != len(names):
-        raise ValueError(
-            f"losses must have shape (len(names), seeds) = ({len(names)}, S), got {table.shape}"
-        )
-    if not np.isfinite(table).all():
-        raise ValueError("losses must be finite")
+    table = _loss_table(losses, names)
     missing = [n for n in names if n not in reference or n not in tiers]
     if missing:
         raise ValueError(f"no published loss or tier for {missing}")
-    seeds = table.shape[1]
-    t = t_quantile_975(seeds - 1)
     ordered = sorted(range(len(names)), key=lambda i: reference[names[i]])
     pairs = []
     for a, i in enumerate(ordered):
         for j in ordered[a + 1 :]:
-            gaps = table[j] - table[i]  # (S,), second - first
-            spread = float(gaps.std(ddof=1)) / math.sqrt(seeds) if seeds > 1 else math.inf
+            difference, half_width = _paired_interval(table[j] - table[i])  # second - first
             pairs.append(
                 RankPair(
                     first=names[i],
                     second=names[j],
-                    difference=float(gaps.mean()),
-                    half_width=t * spread if seeds > 1 else math.inf,
+                    difference=difference,
+                    half_width=half_width,
                     reference_difference=reference[names[j]] - reference[names[i]],
                     same_tier=tiers[names[i]] == tiers[names[j]],
                 )
@@ -532,20 +564,19 @@ def noise_tiers(losses: FloatArray, names: Sequence[str]) -> list[list[str]]:
 
     >>> noise_tiers(np.array([[1.0, 1.1, 0.9], [1.05, 1.0, 1.0], [2.0, 2.1, 2.2]]), "abc")
     [['a', 'b'], ['c']]
+
+    Raises:
+        ValueError: ``losses`` not ``(len(names), S)``, not finite, or without
+            a placement or a seed.
     """
-    table = np.asarray(losses, dtype=np.float64)
-    if table.ndim != 2 or table.shape[0] != len(names):
-        raise ValueError(
-            f"losses must have shape (len(names), seeds) = ({len(names)}, S), got {table.shape}"
-        )
-    seeds = table.shape[1]
-    t = t_quantile_975(seeds - 1)
+    table = _loss_table(losses, names)
+    if table.shape[0] < 1:
+        raise ValueError("losses must hold at least one placement (one row) to rank")
     order = np.argsort(table.mean(axis=1), kind="stable")
     tiers = [[names[order[0]]]]
     for previous, current in itertools.pairwise(order):
-        gaps = table[current] - table[previous]
-        spread = float(gaps.std(ddof=1)) / math.sqrt(seeds) if seeds > 1 else math.inf
-        if abs(float(gaps.mean())) > t * spread:
+        difference, half_width = _paired_interval(table[current] - table[previous])
+        if abs(difference) > half_width:
             tiers.append([names[current]])
         else:
             tiers[-1].append(names[current])

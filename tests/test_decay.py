@@ -32,6 +32,7 @@ from rope_lessons.decay import (
 )
 from rope_lessons.model import ModelConfig, TinyTransformer
 from rope_lessons.rope import Layout, Rope, frequencies, read_pairs, score_at_distance
+from rope_lessons.spectrum import pair_dims
 
 dims = st.integers(1, 32).map(lambda half: 2 * half)
 bases = st.sampled_from([10.0, 100.0, 10_000.0, 500_000.0])
@@ -78,6 +79,17 @@ def test_bound_values_quoted_in_the_book() -> None:
 
 def test_bound_keeps_the_shape_of_distances() -> None:
     assert roformer_bound(torch.zeros(3, 4, dtype=torch.long), 8).shape == (3, 4)
+
+
+def test_abel_bound_refuses_distances_that_are_not_one_dimensional() -> None:
+    """abel_bound's distances are (R,), as its docstring says: a (2, 3) grid is refused,
+    not broadcast against the leading dimensions of q and k."""
+    q, k = random_features(2, 8, seed=0)
+    assert abel_bound(q, k, torch.arange(3)).shape == (3,)
+    with pytest.raises(ValueError, match="distances must be 1-D"):
+        abel_bound(q, k, torch.zeros(2, 3, dtype=torch.long))
+    with pytest.raises(ValueError, match="distances must be 1-D"):
+        abel_bound(q, k, torch.tensor(3))
 
 
 @given(d=dims, base=bases, layout=layouts, seed=seeds)
@@ -154,6 +166,17 @@ def test_attention_by_distance_is_a_row_of_causal_attention(
     _, full = attention(queries, keys, keys, rope=rope, return_weights=True)
     last_row = full[0, 0, -1]  # key n at distance context - 1 - n
     torch.testing.assert_close(weights, last_row.flip(-1), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("context", [MAX_DISTANCE + 2, 2 * 10**9])
+def test_attention_by_distance_refuses_a_context_past_max_distance_before_allocating(
+    context: int,
+) -> None:
+    """The farthest key is context - 1 positions back: past MAX_DISTANCE it is refused
+    before the distances 0 .. context - 1 (8 bytes each, 16 GB for 2e9) are built."""
+    q = torch.ones(8)
+    with pytest.raises(ValueError, match="1e\\+09"):
+        attention_by_distance(q, q, context)
 
 
 # ---------------------------------------------------------------- Monte Carlo
@@ -352,6 +375,30 @@ def test_expected_score_is_mean_term_plus_covariance_term(
     torch.testing.assert_close(independent.total, rope.score_at_distance(mu_q, mu_k, distances))
 
 
+@given(half=st.integers(2, 16), layout=layouts, seed=seeds, data=st.data())
+def test_means_in_different_pairs_give_a_zero_mean_term_at_every_distance(
+    half: int, layout: Layout, seed: int, data: st.DataObject
+) -> None:
+    """Neither mean is zero, yet independent q and k score 0 on average at every distance:
+    mu_q lives on some pairs and mu_k on the others, so m_k = z_k(mu_q) conj(z_k(mu_k)) = 0
+    in every pair. (Pair 0 against pair 1 is the smallest case.)"""
+    d = 2 * half
+    rope = Rope(d, layout=layout)
+    query_pairs = sorted(
+        data.draw(st.sets(st.integers(0, half - 1), min_size=1, max_size=half - 1))
+    )
+    key_pairs = [pair for pair in range(half) if pair not in query_pairs]
+    generator = torch.Generator().manual_seed(seed)
+    mu_q, mu_k = torch.zeros(2, d, dtype=torch.float64)
+    for mean, pairs in ((mu_q, query_pairs), (mu_k, key_pairs)):
+        dims = pair_dims(rope)[pairs].flatten()
+        mean[dims] = torch.randn(len(dims), generator=generator, dtype=torch.float64) + 3.0
+    assert mu_q.norm() > 0 and mu_k.norm() > 0
+    distances = torch.tensor([0, 1, 2, 7, 100, 12_345, MAX_DISTANCE])
+    terms = expected_score_terms(mu_q, mu_k, torch.zeros(d, d), distances, rope=rope)
+    assert bool((terms.mean == 0).all()) and bool((terms.total == 0).all())
+
+
 def test_expected_score_terms_against_monte_carlo() -> None:
     generator = torch.Generator().manual_seed(0)
     d, n = 8, 200_000
@@ -387,6 +434,15 @@ def test_chapter_4_edge_cases() -> None:
     torch.testing.assert_close(peaked_key(q, torch.tensor(7)), peaked_key(q, 7))
     with pytest.raises(ValueError, match="cross_covariance"):
         expected_score_terms(q, k, torch.zeros(8, 8), distances)
+
+
+def test_expected_score_terms_refuses_a_covariance_that_is_not_a_float_tensor() -> None:
+    mean = torch.ones(4)
+    rows = [[0.0] * 4] * 4
+    with pytest.raises(TypeError, match=r"cross_covariance must be a torch\.Tensor, got list"):
+        expected_score_terms(mean, mean, rows, torch.arange(3))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="cross_covariance must have a floating dtype"):
+        expected_score_terms(mean, mean, torch.zeros(4, 4, dtype=torch.long), torch.arange(3))
 
 
 def test_bad_input_is_refused() -> None:

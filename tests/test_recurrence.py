@@ -26,7 +26,6 @@ from rope_lessons.recurrence import (
     delay_readout,
     linear_recurrence,
     linear_recurrence_parallel,
-    loglog_slope,
     prediction_lags,
     retnet_decays,
     retnet_effective_decays,
@@ -249,6 +248,24 @@ def test_delay_readout() -> None:
     assert fit.error > 0.05 or fit.weight_norm > 1e6
 
 
+def test_delay_readout_drops_singular_values_below_torchs_cutoff() -> None:
+    """The minimum-norm fit drops singular values below eps * max(m, n) of the largest
+    (torch.linalg.lstsq's default, the docstring's rule), and the budgeted fit uses the
+    same cutoff. Two real decays 1e-15 apart give a 64 x 2 matrix whose singular values
+    are about 6e-16 apart in ratio: above 1e-16, below 2.2e-16 * 64 = 1.4e-14. Kept,
+    they would cost weights of about 4e14; dropped, the fit stays small."""
+    decays = torch.tensor([0.5, 0.5 + 1e-15], dtype=torch.float64)
+    powers = decay_powers(decays, 64)[:, :, 0].T  # (64, 2)
+    singular = torch.linalg.svdvals(powers)
+    ratio = float(singular[-1] / singular[0])
+    assert 1e-16 < ratio < torch.finfo(torch.float64).eps * 64
+    free = delay_readout(decays, 1, 64)
+    assert free.weight_norm < 1.0
+    budgeted = delay_readout(decays, 1, 64, budget=1e3)  # the free fit is within budget
+    assert budgeted.weight_norm == pytest.approx(free.weight_norm, rel=1e-9)
+    assert budgeted.error == pytest.approx(free.error, rel=1e-9)
+
+
 class ShiftOracle(torch.nn.Module):
     """Predicts the token ``lag`` steps back (position 0 onwards sees token 0 before the start)."""
 
@@ -267,13 +284,6 @@ def test_prediction_lags_finds_the_lag() -> None:
     assert agreement.shape == (7,)
     assert agreement[3] == 1.0
     assert agreement[[0, 1, 2, 4, 5, 6]].max() < 0.15  # chance is 1/16
-
-
-def test_loglog_slopes() -> None:
-    assert loglog_slope([10, 100, 1000], [2e-3, 2e-1, 20.0]) == pytest.approx(2.0)
-    assert loglog_slope((1, 2, 4), [3.0, 6.0, 12.0]) == pytest.approx(1.0)
-    with pytest.raises(ValueError, match="pairs"):
-        loglog_slope([1], [1.0])
 
 
 def test_a_recurrent_run_trains_seeded_and_evaluates_each_length() -> None:
@@ -361,13 +371,6 @@ def test_delay_readout_refuses_decays_outside_the_unit_disc() -> None:
     assert delay_readout(torch.tensor([1.0, -1.0]), 1, 4).error < 0.5  # the circle itself is fine
 
 
-def test_loglog_slope_refuses_a_single_length() -> None:
-    with pytest.raises(ValueError, match="distinct"):
-        loglog_slope([64, 64, 64], [1.0, 2.0, 3.0])
-    with pytest.raises(ValueError, match="positive"):
-        loglog_slope([1, 2], [1.0, 0.0])
-
-
 # --- linear attention with VO-RoPE: a matrix state -----------------------------------
 
 
@@ -417,6 +420,20 @@ def test_vo_linear_attention_refuses_bad_shapes() -> None:
         vo_rope_linear_attention(q[0], q, torch.zeros(1, 1, 4, 4), 0.9)
     with pytest.raises(ValueError, match="gamma"):
         vo_rope_linear_attention(q, q, torch.zeros(1, 1, 4, 4), 1.5)
+
+
+@pytest.mark.parametrize("odd_one", ["q", "k", "v"])
+def test_vo_linear_attention_refuses_mixed_dtypes(odd_one: str) -> None:
+    """One dtype for q, k and v: a float32 one among float64 ones is named, not left to
+    fail deep inside a matrix product."""
+    tensors = {
+        "q": torch.zeros(1, 1, 4, 3, dtype=torch.float64),
+        "k": torch.zeros(1, 1, 4, 3, dtype=torch.float64),
+        "v": torch.zeros(1, 1, 4, 4, dtype=torch.float64),
+    }
+    tensors[odd_one] = tensors[odd_one].float()
+    with pytest.raises(TypeError, match="q, k and v must share one dtype"):
+        vo_rope_linear_attention(tensors["q"], tensors["k"], tensors["v"], 0.9)
 
 
 # --- the delay line at a fixed weight budget ------------------------------------------

@@ -10,6 +10,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rope_lessons import recurrence
 from rope_lessons.benchmark import Timing
 from rope_lessons.recurrence import decay_powers, linear_recurrence, linear_recurrence_parallel
 from rope_lessons.scan import (
@@ -22,6 +23,7 @@ from rope_lessons.scan import (
     format_recurrence_timings,
     linear_recurrence_fft,
     linear_recurrence_scan,
+    loglog_slope,
     time_recurrence_forms,
 )
 
@@ -153,6 +155,23 @@ def test_fast_forms_refuse_bad_input_like_the_reference(form: Recurrence) -> Non
         form(torch.zeros(4, 2, dtype=torch.long), 0.5)
 
 
+@pytest.mark.parametrize("name", list(RECURRENCE_FORMS))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.complex128])
+@pytest.mark.parametrize("shape", [(5, 0), (2, 5, 0), (0, 5, 3)])
+def test_every_form_gives_empty_states_for_empty_input(
+    name: str, dtype: torch.dtype, shape: tuple[int, ...]
+) -> None:
+    """No channel (or an empty batch) has no state: every form answers with an empty tensor
+    of the input's shape, as the step-by-step form does (the FFT form used to hand it to
+    MKL, which failed with its own error)."""
+    x = torch.zeros(shape, dtype=dtype)
+    decay = torch.full(shape[-1:], 0.5, dtype=dtype)
+    expected = linear_recurrence(x, decay)
+    states = RECURRENCE_FORMS[name](x, decay)
+    assert states.shape == expected.shape == shape and states.dtype == expected.dtype
+    assert RECURRENCE_FORMS[name](x, torch.tensor(0.5, dtype=dtype)).shape == shape
+
+
 def test_fft_form_refuses_a_dtype_the_fft_does_not_compute_in() -> None:
     with pytest.raises(TypeError, match="float16"):
         linear_recurrence_fft(torch.zeros(4, 2, dtype=torch.float16), 0.5)
@@ -177,6 +196,35 @@ def test_slopes_and_table() -> None:
     table = format_recurrence_timings(timings)
     assert "all lengths (64 to 512)" in table and FFT in table
     assert table.count("\n") == len(timings) + 1 + len(slopes)
+
+
+def test_a_table_of_one_length_has_no_slopes_heading() -> None:
+    """One length gives no slope: the table ends with its rows, not an empty heading."""
+    timings = [
+        Timing(STEP, 64, (1e-3, 1e-3), (1.0, 1.0, 1.0)),
+        Timing(FFT, 64, (1e-4, 1e-4), (0.1, 0.1, 0.1)),
+    ]
+    assert fitted_slopes(timings) == {}
+    table = format_recurrence_timings(timings)
+    assert "slopes" not in table
+    assert table.count("\n") == len(timings)  # a header line and one line per timing
+
+
+def test_loglog_slopes() -> None:
+    """The slope lives here, beside fitted_slopes, its one user (not in recurrence)."""
+    assert loglog_slope.__module__ == "rope_lessons.scan"
+    assert not hasattr(recurrence, "loglog_slope")
+    assert loglog_slope([10, 100, 1000], [2e-3, 2e-1, 20.0]) == pytest.approx(2.0)
+    assert loglog_slope((1, 2, 4), [3.0, 6.0, 12.0]) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="pairs"):
+        loglog_slope([1], [1.0])
+
+
+def test_loglog_slope_refuses_a_single_length() -> None:
+    with pytest.raises(ValueError, match="distinct"):
+        loglog_slope([64, 64, 64], [1.0, 2.0, 3.0])
+    with pytest.raises(ValueError, match="positive"):
+        loglog_slope([1, 2], [1.0, 0.0])
 
 
 def test_timing_runs_every_form_and_skips_the_matrix_past_its_limit() -> None:

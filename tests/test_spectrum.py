@@ -419,6 +419,43 @@ def test_bad_input_is_refused(call: object, error: type[Exception]) -> None:
         call()  # type: ignore[operator]
 
 
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [
+        ({"kv_heads": 1}, "kv_heads"),  # W_k has H_kv * D rows: head 1's "key rows" are W_v's
+        ({"kv_heads": 1, "shared_kv": True}, "shared_kv"),
+        ({"shared_kv": True}, "shared_kv"),  # one W_kv: its rows are the values too
+        ({"qk_norm": True}, "qk_norm"),  # RMS norm rescales the pairs left
+    ],
+)
+def test_ablation_refuses_models_whose_key_rows_it_cannot_zero_alone(
+    fields: dict[str, object], named: str
+) -> None:
+    """Zeroing a pair of the queries and keys must change nothing else: with fewer key heads
+    than query heads or keys shared with values, the rows after W_q are not one key head per
+    query head (pair 0 of the last head would zero rows of W_v); with QK-norm the other pairs
+    would be scaled up to fill the norm. Both are refused, by ablate_pairs too."""
+    config = ModelConfig(vocab_size=11, dim=32, n_heads=2, **fields)  # type: ignore[arg-type]
+    model = TinyTransformer(config).eval()
+    drop = torch.zeros(2, 2, 8, dtype=torch.bool)
+    drop[:, :, 0] = True
+    with pytest.raises(ValueError, match=named):
+        ablate_pair_mask(model, drop)
+    with pytest.raises(ValueError, match=named):
+        ablate_pairs(model, [0])
+
+
+def test_norm_matched_pairs_refuse_shares_that_are_not_finite() -> None:
+    """A NaN share would compare false everywhere and leave its head with no pairs."""
+    shares = torch.full((2, 8), 1 / 8, dtype=torch.float64)
+    shares[1, 3] = math.nan
+    with pytest.raises(ValueError, match="finite"):
+        norm_matched_pairs(shares, [0, 1], torch.Generator().manual_seed(0))
+    shares[1, 3] = math.inf
+    with pytest.raises(ValueError, match="finite"):
+        norm_matched_pairs(shares, [0, 1], torch.Generator().manual_seed(0))
+
+
 def test_norm_matched_pairs_match_the_quarter_and_avoid_it() -> None:
     shares = torch.rand(3, 4, 16, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
     shares = shares / shares.sum(-1, keepdim=True)

@@ -255,6 +255,31 @@ def test_bootstrap_with_identical_seeds_has_no_spread() -> None:
         bootstrap_kendall_tau(losses[:, :4], reference, resamples=5, seed=0)
 
 
+def test_bootstrap_draws_whose_means_all_tie_have_tau_zero() -> None:
+    """Seed 0 ties every placement: a draw of seed 0 alone has constant means, orders no
+    pair, and gets tau 0 instead of aborting the bootstrap; the other draws order all."""
+    losses = np.array([[1.0, 1.0, 1.0], [1.0, 2.0, 3.0]])  # (S, P)
+    taus = bootstrap_kendall_tau(losses, [1.0, 2.0, 3.0], resamples=200, seed=0)
+    assert taus.shape == (200,)
+    assert set(taus.tolist()) == {0.0, 1.0}  # both kinds of draw occur (each about 1/4, 3/4)
+    rng = np.random.default_rng(0)  # the same draws: tau 0 exactly where only seed 0 is picked
+    only_seed_0 = (rng.integers(0, 2, size=(200, 2)) == 0).all(axis=1)
+    assert ((taus == 0.0) == only_seed_0).all()
+
+
+def test_bootstrap_refuses_a_constant_reference_and_non_finite_losses() -> None:
+    losses = np.array([[1.0, 2.0, 3.0], [1.0, 2.0, 3.5]])
+    with pytest.raises(ValueError, match="reference must not be constant"):
+        bootstrap_kendall_tau(losses, [2.0, 2.0, 2.0], resamples=5, seed=0)
+    with pytest.raises(ValueError, match="at least two placements, got 1"):
+        bootstrap_kendall_tau(losses[:, :1], [2.0], resamples=5, seed=0)
+    with pytest.raises(ValueError, match="at least two placements, got 0"):
+        bootstrap_kendall_tau(losses[:, :0], [], resamples=5, seed=0)
+    losses[1, 1] = math.nan
+    with pytest.raises(ValueError, match="losses must be finite"):
+        bootstrap_kendall_tau(losses, [1.0, 2.0, 3.0], resamples=5, seed=0)
+
+
 def test_su_table_covers_the_nine_placements_in_his_order() -> None:
     assert set(SU_2025_LOSSES) == set(PLACEMENTS)
     assert list(SU_2025_LOSSES) == sorted(SU_2025_LOSSES, key=SU_2025_LOSSES.__getitem__)
@@ -286,6 +311,8 @@ def test_rank_pairs_by_hand() -> None:
         rank_pairs(losses[:2], names, reference, tiers)
     with pytest.raises(ValueError, match="no published"):
         rank_pairs(losses, names, {"a": 1.0, "b": 2.0}, tiers)
+    with pytest.raises(ValueError, match="at least one seed"):  # no NaN means and warnings
+        rank_pairs(losses[:, :0], names, reference, tiers)
 
 
 def test_noise_tiers_split_where_neighbours_separate() -> None:
@@ -295,6 +322,17 @@ def test_noise_tiers_split_where_neighbours_separate() -> None:
     )  # b and c tie, then a, then d
     assert noise_tiers(losses, names) == [["b", "c"], ["a"], ["d"]]
     assert noise_tiers(losses[:, :1], names) == [["b", "c", "a", "d"]]  # one seed: no tiers
+
+
+def test_noise_tiers_refuse_non_finite_and_empty_losses() -> None:
+    """A NaN mean would be sorted silently (last, by argsort); no placement, or no seed,
+    leaves nothing to rank."""
+    with pytest.raises(ValueError, match="losses must be finite"):
+        noise_tiers(np.array([[1.0, math.nan], [2.0, 2.1]]), ["a", "b"])
+    with pytest.raises(ValueError, match="at least one placement"):
+        noise_tiers(np.zeros((0, 3)), [])
+    with pytest.raises(ValueError, match="at least one seed"):
+        noise_tiers(np.zeros((2, 0)), ["a", "b"])
 
 
 # --------------------------------------------------------------- MarkerDistance
