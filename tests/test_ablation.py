@@ -308,3 +308,18 @@ def test_the_toy_analysis_is_the_ablations_it_names() -> None:
         assert numbers["mean_key | pairs 12-15 | 0"] == pytest.approx(loss() - numbers["loss"])
     with pairs_ablated(model, slowest, fill="mean", means=query_means):
         assert numbers["mean_query | pairs 12-15 | 0"] == pytest.approx(loss() - numbers["loss"])
+
+
+def test_the_toy_sweep_trained_chapter_5s_models_again() -> None:
+    """ch05_mean_ablation retrains ch05_frequencies' corpus runs (same recipe and seeds) and
+    removes pairs with hooks instead of weight surgery: where both measure the same thing,
+    the stored numbers agree."""
+    old = {run.seed: run.extra for run in load_sweep("ch05_frequencies").results("corpus")}
+    new = {run.seed: run.extra for run in load_sweep("ch05_mean_ablation").results("corpus")}
+    assert sorted(old) == sorted(new)
+    for seed, extra in new.items():
+        intact = old[seed]["loss"]
+        assert extra["loss"] == pytest.approx(intact, abs=1e-6)
+        for name, key in (("pairs 0-3", "loss_without_fast"), ("pairs 12-15", "loss_without_slow")):
+            cost = old[seed][key] - intact
+            assert extra[f"zero | {name} | 0"] == pytest.approx(cost, abs=1e-6)
