@@ -42,10 +42,10 @@ from typing import Any, Literal, Protocol
 import torch
 from torch import nn
 
-from rope_lessons.experiments import summarise, t_quantile_975
+from rope_lessons.experiments import summarise
 from rope_lessons.model import QKV, Block, TinyTransformer
 from rope_lessons.rope import Rope
-from rope_lessons.spectrum import norm_matched_pairs, pair_dims
+from rope_lessons.spectrum import norm_matched_pairs, pair_columns
 
 Side = Literal["query", "key"]
 Fill = Literal["zero", "mean"]
@@ -73,20 +73,6 @@ def check_drop(drop: torch.Tensor, shape: tuple[int, int, int]) -> torch.Tensor:
         raise ValueError(
             f"drop of shape {tuple(drop.shape)} does not broadcast to {expected}"
         ) from None
-
-
-def pair_columns(drop: torch.Tensor, rope: Rope) -> torch.Tensor:
-    """The output features of a projection ``(..., H * D)`` that hold the chosen pairs.
-
-    Args:
-        drop: bool ``(H, P)``: ``True`` where pair ``k`` of head ``h`` is chosen.
-        rope: the spec whose layout says where each pair's two features sit.
-
-    Returns:
-        long tensor ``(2n,)`` for ``n`` chosen (head, pair) places.
-    """
-    head, pair = drop.nonzero(as_tuple=True)  # (n,), (n,)
-    return (head[:, None] * rope.dim + pair_dims(rope)[pair]).flatten()
 
 
 def projection_means(layers_qkv: Sequence[QKV]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -326,6 +312,7 @@ class AblationCost:
 
 def ablation_costs(
     loss: Callable[[], float],
+    intact: float,
     ablate: Ablate,
     sets: Sequence[AblationSet],
     means: tuple[torch.Tensor, torch.Tensor],
@@ -334,11 +321,11 @@ def ablation_costs(
 
     Args:
         loss: the model's loss on the evaluation data, as the model is now.
+        intact: ``loss()`` of the intact model (every caller reports it anyway).
         ablate: the model's ablation context.
         sets: the sets to remove.
         means: ``(query_means, key_means)``, see :func:`projection_means`.
     """
-    intact = loss()
 
     def cost(drop: torch.Tensor, side: Side, fill: Fill) -> float:
         chosen = means[SIDES.index(side)] if fill == "mean" else None
@@ -376,6 +363,5 @@ def interval(values: Sequence[float]) -> str:
     summary = summarise(values)
     if summary.n == 1:
         return f"{summary.mean:.3f}"
-    half_width = t_quantile_975(summary.n - 1) * summary.sem
     spread = f"{summary.low:.3f} to {summary.high:.3f}, n={summary.n}"
-    return f"{summary.mean:.3f} ± {half_width:.3f} ({spread})"
+    return f"{summary.mean:.3f} ± {summary.half_width:.3f} ({spread})"

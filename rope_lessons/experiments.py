@@ -487,6 +487,11 @@ class Summary:
         """Standard error of the mean, ``std / sqrt(n)``."""
         return self.std / math.sqrt(self.n)
 
+    @property
+    def half_width(self) -> float:
+        """Half-width of the 95% interval of the mean (Student's t with ``n - 1`` df)."""
+        return t_quantile_975(self.n - 1) * self.sem
+
     def __str__(self) -> str:
         return f"{self.mean:.3f} ± {self.std:.3f} [{self.low:.3f}, {self.high:.3f}] (n={self.n})"
 
@@ -622,7 +627,7 @@ class PairedComparison:
     @property
     def half_width(self) -> float:
         """Half-width of the paired 95% interval of the mean difference (Student's t)."""
-        return t_quantile_975(self.summary.n - 1) * self.summary.sem
+        return self.summary.half_width
 
     @property
     def resolved(self) -> bool:

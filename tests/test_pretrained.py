@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from rope_lessons import pretrained
+from rope_lessons.ablation import projection_means
 from rope_lessons.attention import attention
 from rope_lessons.decay import qkv_distance_profile
 from rope_lessons.extension import scaled_frequencies
@@ -293,7 +294,7 @@ def test_zero_and_mean_ablations_of_the_real_model(
     with model.pairs_ablated(fast, side="key"):
         by_key = model.loss(tokens)
     assert by_query == pytest.approx(by_key, abs=1e-4) and by_query > intact + 0.1
-    query_means, key_means = model.projection_means(tokens)
+    query_means, key_means = projection_means(model.layer_qkv(tokens))
     assert query_means.shape == (30, 9, 64) and key_means.shape == (30, 3, 64)
     with model.pairs_ablated(fast, fill="mean", means=query_means):
         qkv = model.layer_qkv(tokens)

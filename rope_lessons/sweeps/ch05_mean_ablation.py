@@ -30,6 +30,7 @@ ablation notebook reads it beside SmolLM2's numbers.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import torch
 
@@ -87,12 +88,9 @@ def ablation_analysis(
         sampler = held_out(run.data, run.train_len, device=device)
         return evaluate(model, sampler, batches=run.eval_batches).loss
 
-    def ablate(drop: torch.Tensor, **options: object) -> object:
-        return pairs_ablated(model, drop.to(device), **options)  # type: ignore[arg-type]
-
-    means = tuple(m.to(device) for m in projection_means(layers))
-    costs = ablation_costs(loss, ablate, sets, means)  # type: ignore[arg-type]
     numbers = {"loss": loss()}
+    ablate = functools.partial(pairs_ablated, model)
+    costs = ablation_costs(loss, numbers["loss"], ablate, sets, projection_means(layers))
     draws: dict[str, int] = {}
     for cost in costs:
         draw = draws[cost.name] = draws.get(cost.name, -1) + 1
