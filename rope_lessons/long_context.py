@@ -14,8 +14,10 @@ copy pays :data:`CHANCE_LOSS` = log 26 nats per copied letter at best.
 :meth:`CopyInText.probe` builds the held-out probes of the benchmark: windows
 whose second copy ends at the last position and whose distance lies in a
 given range, so that every distance band is read at the same positions; and
-:func:`probe_losses` scores a model on them, text per position band and
-copied letters per distance band.
+:func:`token_scores` scores a model on them, token by token (loss and top-1 hit):
+:func:`text_band_losses` reads the text per position band and
+:func:`copy_scores` the copied letters (accuracy beside loss: a few confident
+errors can hold the mean loss above log 26 while most letters are copied).
 
 Shapes: ``B`` batch, ``T`` sequence length, ``S`` segment length.
 """
@@ -26,6 +28,7 @@ import math
 import string
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -37,6 +40,7 @@ from rope_lessons.synthetic import IGNORE, SPLITS, VALIDATION_SEED_OFFSET, Batch
 
 LETTERS = string.ascii_lowercase
 CHANCE_LOSS = math.log(len(LETTERS))  # a copied letter guessed without its first copy
+CHANCE_ACCURACY = 1 / len(LETTERS)  # the top-1 accuracy of that guess
 PLACEMENT_ATTEMPTS = 100
 
 
@@ -66,6 +70,19 @@ class Probe:
             torch.cat([p.copied for p in probes]),
             torch.cat([p.distance for p in probes]),
         )
+
+    def batches(self, size: int) -> list[Probe]:
+        """The windows in consecutive groups of ``size`` (the last may hold fewer)."""
+        check_positive_int(size, "size")
+        return [
+            Probe(
+                self.tokens[i : i + size],
+                self.targets[i : i + size],
+                self.copied[i : i + size],
+                self.distance[i : i + size],
+            )
+            for i in range(0, self.tokens.shape[0], size)
+        ]
 
 
 @dataclass
@@ -200,19 +217,35 @@ class CopyInText(CharCorpus):
         return Probe(tokens, targets, copied, distance)
 
 
-def per_token_losses(model: nn.Module, probe: Probe, batch_size: int = 16) -> torch.Tensor:
-    """Cross-entropy of every target of ``probe``, ``(B, T)`` float64 (NaN where IGNORE)."""
+class TokenScores(NamedTuple):
+    """How a model scored every target of a probe, from one forward pass.
+
+    Attributes:
+        loss: ``(B, T)`` float64 cross-entropy, NaN where the target is IGNORE.
+        hit: ``(B, T)`` bool, True where the largest logit is the target's (top-1);
+            False where the target is IGNORE.
+    """
+
+    loss: torch.Tensor
+    hit: torch.Tensor
+
+
+def token_scores(model: nn.Module, probe: Probe, batch_size: int = 16) -> TokenScores:
+    """Cross-entropy and top-1 hit of every target of ``probe`` (see :class:`TokenScores`)."""
+    check_positive_int(batch_size, "batch_size")
     model.eval()
     device = next(model.parameters()).device
-    rows = []
+    losses, hits = [], []
     with torch.no_grad():
         for start in range(0, probe.tokens.shape[0], batch_size):
             tokens = probe.tokens[start : start + batch_size].to(device)
             targets = probe.targets[start : start + batch_size].to(device)
             logits = model(tokens)  # (b, T, V)
             loss = F.cross_entropy(logits.transpose(1, 2), targets, reduction="none")  # (b, T)
-            rows.append(loss.double().cpu().masked_fill(targets.cpu() == IGNORE, math.nan))
-    return torch.cat(rows)
+            ignored = (targets == IGNORE).cpu()
+            losses.append(loss.double().cpu().masked_fill(ignored, math.nan))
+            hits.append((logits.argmax(-1) == targets).cpu() & ~ignored)
+    return TokenScores(torch.cat(losses), torch.cat(hits))
 
 
 def text_band_losses(
@@ -220,6 +253,10 @@ def text_band_losses(
 ) -> list[float]:
     """Mean loss on the text targets (neither copy) ``losses`` ``(B, T)`` in each position band
     ``[start, stop)``, which must lie within ``[0, T)`` and hold a text target."""
+    if losses.shape != probe.targets.shape:
+        raise ValueError(
+            f"losses {tuple(losses.shape)} must have the probe's shape {tuple(probe.targets.shape)}"
+        )
     check_bands(bands, losses.shape[-1])
     text = ~probe.copied & (probe.targets != IGNORE)
     out = []
@@ -231,6 +268,85 @@ def text_band_losses(
     return out
 
 
-def copy_loss(losses: torch.Tensor, probe: Probe) -> float:
-    """Mean loss on the copied letters (``probe.copied``) of ``losses`` ``(B, T)``."""
-    return float(losses[probe.copied].mean())
+@dataclass(frozen=True)
+class CopyScores:
+    """How well a model predicts the copied letters of a probe (``probe.copied``).
+
+    Attributes:
+        accuracy: top-1 accuracy; chance, without the first copy, is 1/26.
+        below_chance: the fraction whose loss is below :data:`CHANCE_LOSS` (log 26): the
+            letters the model predicts better than a guess among the 26.
+        loss: mean cross-entropy (nats), which a few confident errors can dominate.
+    """
+
+    accuracy: float
+    below_chance: float
+    loss: float
+
+
+def copy_scores(scores: TokenScores, probe: Probe) -> CopyScores:
+    """Accuracy, share below log 26 and mean loss on the copied letters of ``probe``."""
+    if scores.loss.shape != probe.copied.shape or scores.hit.shape != probe.copied.shape:
+        raise ValueError(
+            f"scores {tuple(scores.loss.shape)} must have the probe's shape "
+            f"{tuple(probe.copied.shape)}"
+        )
+    loss = scores.loss[probe.copied]
+    return CopyScores(
+        accuracy=float(scores.hit[probe.copied].double().mean()),
+        below_chance=float((loss < CHANCE_LOSS).double().mean()),
+        loss=float(loss.mean()),
+    )
+
+
+def source_attention(maps: Sequence[torch.Tensor], probe: Probe) -> torch.Tensor:
+    """The weight each head puts on the *source* of a copied letter: the query that predicts
+    letter j of the second copy reading letter j of the first, ``distance - 1`` positions
+    back (what an induction head attends to).
+
+    Args:
+        maps: each layer's attention weights ``(B, H, T, T)`` on ``probe.tokens``.
+
+    Returns:
+        float64 ``(layers, H)``: the mean over the probe's copied letters.
+    """
+    rows, targets = torch.nonzero(probe.copied, as_tuple=True)  # the copied targets
+    sources = targets + 1 - probe.distance[rows]
+    return torch.stack(
+        [w.double().cpu()[rows, :, targets, sources].mean(0) for w in _checked_maps(maps, probe)]
+    )
+
+
+def attention_beyond(maps: Sequence[torch.Tensor], reach: int) -> torch.Tensor:
+    """The attention mass on keys ``reach`` or more positions back, for the queries that
+    have such keys (positions ``reach`` and later): how much a model trained on windows of
+    ``reach`` tokens looks past what it could see in training.
+
+    Args:
+        maps: each layer's attention weights ``(B, H, T, T)``, with ``T > reach``.
+
+    Returns:
+        float64 ``(layers, H)``: the mass, averaged over windows and those queries.
+    """
+    check_positive_int(reach, "reach")
+    out = []
+    for w in maps:
+        length = w.shape[-1]
+        if w.ndim != 4 or w.shape[-2] != length or length <= reach:
+            raise ValueError(f"maps must be (B, H, T, T) with T > reach={reach}, got {w.shape}")
+        distance = torch.arange(length)[:, None] - torch.arange(length)[None, :]  # (T, T)
+        far = (distance >= reach).to(w.device)
+        mass = (w.double() * far).sum(-1)[:, :, reach:]  # (B, H, T - reach)
+        out.append(mass.mean((0, 2)).cpu())
+    return torch.stack(out)
+
+
+def _checked_maps(maps: Sequence[torch.Tensor], probe: Probe) -> Sequence[torch.Tensor]:
+    batch, length = probe.tokens.shape
+    for w in maps:
+        if w.ndim != 4 or w.shape[0] != batch or w.shape[-2:] != (length, length):
+            raise ValueError(
+                f"maps must be (B, H, T, T) over the probe's {batch} windows of {length}, "
+                f"got {tuple(w.shape)}"
+            )
+    return maps

@@ -239,7 +239,11 @@ def same_config(first: Any, second: Any, rel: float = CONFIG_RELATIVE_TOLERANCE)
 class Convergence:
     """Whether a held-out measure has stopped moving: over the last 1/:data:`CHECKPOINTS`
     of the steps (the last 20%), its mean over seeds changes by no more than the
-    seeds' standard deviation at the end (or than :data:`CONVERGENCE_FLOOR`, if larger).
+    seeds' standard deviation at the end (or than :data:`CONVERGENCE_FLOOR`, if larger),
+    and no seed ends apart from the others. A seed stuck on a plateau the others left
+    changes little and widens the spread, so the mean alone would call it converged;
+    it shows as a final value outside the 99.9% prediction interval of the other seeds
+    (:func:`prediction_interval`).
 
     Attributes:
         label, length, name: which run, evaluation length and metric.
@@ -247,6 +251,8 @@ class Convergence:
         change: mean over seeds at the last minus at the earlier checkpoint.
         spread: sample standard deviation over seeds at the last checkpoint.
         n: number of seeds.
+        apart: the seeds whose final value lies outside the prediction interval of the
+            others' (checked with three seeds or more).
     """
 
     label: str
@@ -256,19 +262,37 @@ class Convergence:
     change: float
     spread: float
     n: int
+    apart: tuple[int, ...] = ()
 
     @property
     def converged(self) -> bool:
-        """``|change| <= max(spread, CONVERGENCE_FLOOR)``."""
-        return abs(self.change) <= max(self.spread, CONVERGENCE_FLOOR)
+        """``|change| <= max(spread, CONVERGENCE_FLOOR)`` and no seed apart."""
+        return abs(self.change) <= max(self.spread, CONVERGENCE_FLOOR) and not self.apart
 
     def __str__(self) -> str:
-        verdict = "converged" if self.converged else "STILL MOVING"
+        if self.apart:
+            verdict = f"SEED {', '.join(map(str, self.apart))} APART FROM THE OTHERS"
+        else:
+            verdict = "converged" if self.converged else "STILL MOVING"
         return (
             f"{self.label!r} {self.name} at length {self.length}, steps {self.steps[0]} -> "
             f"{self.steps[1]}: change {self.change:+.3f}, seed spread {self.spread:.3f} "
             f"(n={self.n}): {verdict}"
         )
+
+
+def seeds_apart(values: dict[int, float], floor: float) -> tuple[int, ...]:
+    """The seeds whose value lies outside the 99.9% prediction interval of the other seeds'
+    values (:func:`prediction_interval`); none with fewer than three seeds."""
+    if len(values) < 3:
+        return ()
+    apart = []
+    for seed, value in values.items():
+        others = [v for s, v in values.items() if s != seed]
+        low, high = prediction_interval(others, floor)
+        if not low <= value <= high:
+            apart.append(seed)
+    return tuple(apart)
 
 
 @dataclass(frozen=True)
@@ -501,6 +525,9 @@ class StoredSweep:
             change=statistics.fmean(after) - statistics.fmean(before),
             spread=statistics.stdev(after) if len(after) > 1 else 0.0,
             n=len(after),
+            apart=seeds_apart(
+                {r.seed: v for r, v in zip(results, after, strict=True)}, RANGE_FLOOR[name]
+            ),
         )
 
     @property

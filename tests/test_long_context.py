@@ -3,6 +3,7 @@ and chunks, Llama 4's QK-norm and temperature, scores per band."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 
@@ -15,13 +16,17 @@ from hypothesis import strategies as st
 from rope_lessons.attention import Local, attention
 from rope_lessons.extension import extended, fine_tune
 from rope_lessons.long_context import (
+    CHANCE_ACCURACY,
     CHANCE_LOSS,
     LETTERS,
     CopyInText,
     Probe,
-    copy_loss,
-    per_token_losses,
+    TokenScores,
+    attention_beyond,
+    copy_scores,
+    source_attention,
     text_band_losses,
+    token_scores,
 )
 from rope_lessons.model import ModelConfig, TinyTransformer, llama4_temperature, rms_normalised
 from rope_lessons.sweeps.ch08_benchmark import with_fields
@@ -156,13 +161,79 @@ class Oracle(torch.nn.Module):
 
 def test_scores_split_text_from_copied_letters() -> None:
     probe = CORPUS.probe(12, 64, (10, 30), seed=0)
-    losses = per_token_losses(Oracle(probe, CORPUS.vocab_size), probe)
+    scores = token_scores(Oracle(probe, CORPUS.vocab_size), probe, batch_size=5)
+    losses = scores.loss
     assert losses.shape == (12, 64) and losses.dtype == torch.float64
     assert bool(losses[probe.targets == IGNORE].isnan().all())
-    assert copy_loss(losses, probe) == pytest.approx(0.0, abs=1e-6)
+    assert not bool(scores.hit[probe.targets == IGNORE].any())
+    copied = copy_scores(scores, probe)
+    assert copied.loss == pytest.approx(0.0, abs=1e-6)
+    assert copied.accuracy == 1.0 and copied.below_chance == 1.0
     uniform = math.log(CORPUS.vocab_size)
     assert text_band_losses(losses, probe, [(0, 32), (32, 64)]) == pytest.approx([uniform] * 2)
     assert pytest.approx(math.log(26)) == CHANCE_LOSS and uniform > CHANCE_LOSS
+    assert pytest.approx(1 / 26) == CHANCE_ACCURACY
+
+
+def test_accuracy_counts_copies_that_a_few_confident_errors_hide_from_the_mean_loss() -> None:
+    """Two of three copied letters right at 0.1 nats, one wrong at 20 nats: mean loss 6.7 >
+    log 26, yet two thirds are copied."""
+    probe = CORPUS.probe(1, 64, (10, 30), seed=0)
+    n = int(probe.copied.sum())
+    assert n == 3  # segment 4: its last three letters
+    loss = torch.full((1, 64), 0.1, dtype=torch.float64)
+    hit = probe.copied.clone()
+    wrong = torch.nonzero(probe.copied[0])[:1, 0]
+    loss[0, wrong], hit[0, wrong] = 20.0, False
+    scores = copy_scores(TokenScores(loss, hit), probe)
+    assert scores.loss > CHANCE_LOSS
+    assert scores.accuracy == pytest.approx(2 / 3)
+    assert scores.below_chance == pytest.approx(scores.accuracy)
+
+
+def test_scores_of_another_shape_are_refused() -> None:
+    probe = CORPUS.probe(2, 64, (10, 30), seed=0)
+    wrong = torch.zeros(2, 63, dtype=torch.float64)
+    with pytest.raises(ValueError, match="probe's shape"):
+        copy_scores(TokenScores(wrong, wrong.bool()), probe)
+    with pytest.raises(ValueError, match="probe's shape"):
+        text_band_losses(wrong, probe, [(0, 32)])
+
+
+def test_source_attention_reads_the_weight_on_the_first_copy() -> None:
+    """A head that puts all its weight on the letter after the matching one scores 1; a head
+    that looks at its own position scores 0."""
+    probe = CORPUS.probe(6, 64, (10, 30), seed=1)
+    batch, length = probe.tokens.shape
+    induction = torch.zeros(batch, length, length, dtype=torch.float64)
+    positions = torch.arange(length)
+    for b in range(batch):
+        source = (positions + 1 - probe.distance[b]).clamp(min=0)
+        induction[b, positions, source] = 1.0
+    own = torch.eye(length, dtype=torch.float64).expand(batch, length, length)
+    maps = [torch.stack([induction, own], 1), torch.stack([own, induction], 1)]  # (B, 2, T, T)
+    assert torch.equal(
+        source_attention(maps, probe), torch.tensor([[1.0, 0.0], [0.0, 1.0]]).double()
+    )
+    with pytest.raises(ValueError, match="over the probe's 6 windows of 64"):
+        source_attention([induction[:, None, :32, :32]], probe)
+
+
+@given(reach=st.integers(1, 15), length=st.integers(2, 16))
+def test_attention_beyond_uniform_causal_attention(reach: int, length: int) -> None:
+    """Uniform causal attention: the query at t spreads 1/(t+1) over its keys, so the mass
+    on keys ``reach`` or more back is (t + 1 - reach)/(t + 1)."""
+    if length <= reach:
+        with pytest.raises(ValueError, match="T > reach"):
+            attention_beyond([torch.ones(1, 1, length, length)], reach)
+        return
+    causal = torch.tril(torch.ones(length, length, dtype=torch.float64))
+    uniform = (causal / causal.sum(-1, keepdim=True)).expand(3, 2, length, length)
+    t = torch.arange(reach, length, dtype=torch.float64)
+    expected = float(((t + 1 - reach) / (t + 1)).mean())
+    got = attention_beyond([uniform, uniform], reach)
+    assert got.shape == (2, 2)
+    assert torch.allclose(got, torch.full((2, 2), expected, dtype=torch.float64))
 
 
 def test_a_band_without_text_is_refused() -> None:
@@ -358,14 +429,63 @@ def test_the_benchmark_scores_every_band_of_every_reading() -> None:
     model = ModelConfig(vocab_size=bench.DATA.vocab_size, dim=64, n_layers=1, n_heads=2).build()
     readings = bench.zero_shot_models(model)
     assert {"plain", "window", "pi", "yarn", "dynamic ntk", "plain, log scaling"} <= set(readings)
-    scores = bench.score(readings["window"], "window")
+    scores = bench.score(readings["window"], "window", seed=0)
     expected = {
-        bench.key("window", kind, band) for kind, bands in bench.BANDS.items() for band in bands
+        bench.key("window", metric, band)
+        for metric, bands in bench.METRIC_BANDS.items()
+        for band in bands
     }
     assert set(scores) == expected and all(math.isfinite(v) for v in scores.values())
-    # an untrained model guesses: every copied letter costs about log V, far above log 26
-    assert min(scores[bench.key("window", "copy", b)] for b in bench.DISTANCE_BANDS) > CHANCE_LOSS
+    # an untrained model guesses: every copied letter costs about log V, far above log 26,
+    # and its accuracy is about 1/V
+    for band in bench.DISTANCE_BANDS:
+        assert scores[bench.key("window", "copy-loss", band)] > CHANCE_LOSS
+        assert scores[bench.key("window", "copy-accuracy", band)] < 3 * CHANCE_ACCURACY
+        assert 0 <= scores[bench.key("window", "copy-below-chance", band)] <= 1
     # a window of the trained length changes nothing inside the trained length
-    tokens = bench.probes()[0].tokens[:2, : bench.TRAIN_LEN]
+    tokens = bench.probes(0)[0].tokens[:2, : bench.TRAIN_LEN]
     with torch.no_grad():
         torch.testing.assert_close(readings["window"](tokens), model(tokens))
+    with pytest.raises(ValueError, match="is read in bands"):
+        bench.key("window", "text-loss", bench.DISTANCE_BANDS[0])
+
+
+def test_each_seed_reads_its_own_probes() -> None:
+    from rope_lessons.sweeps import ch08_benchmark as bench
+
+    first, second = bench.probes(0), bench.probes(1)
+    assert len(first) == len(bench.DISTANCE_BANDS)
+    for band, a, b in zip(bench.DISTANCE_BANDS, first, second, strict=True):
+        assert not torch.equal(a.tokens, b.tokens)
+        assert bool(((a.distance >= band[0]) & (a.distance < band[1])).all())
+    assert bench.probes(0) is first  # cached: every reading of a seed meets the same windows
+
+
+def test_the_key_count_readings_and_the_attention_measures() -> None:
+    """With 512 keys the plain reading is the model itself; with 64 keys dividing the slow
+    pairs by 64/64 changes nothing; the attention measures are weights of the model."""
+    from rope_lessons.extension import critical_pair
+    from rope_lessons.rope import frequencies
+    from rope_lessons.sweeps import ch08_benchmark as bench
+
+    torch.manual_seed(1)
+    model = ModelConfig(vocab_size=bench.DATA.vocab_size, dim=64, n_layers=2, n_heads=2).build()
+    readings = bench.key_count_readings(model)
+    assert set(readings) == {
+        f"keys {n}/{v}" for n in bench.KEY_COUNTS for v in ("plain", "slow pairs divided")
+    }
+    tokens = bench.probes(0)[0].tokens[:2]
+    with torch.no_grad():
+        torch.testing.assert_close(readings["keys 512/plain"](tokens), model(tokens))
+        torch.testing.assert_close(
+            readings["keys 64/slow pairs divided"](tokens), readings["keys 64/plain"](tokens)
+        )
+    divided = bench.slow_pairs_divided(4.0).theta / frequencies(bench.HEAD_DIM)
+    critical = critical_pair(bench.HEAD_DIM, bench.TRAIN_LEN)
+    assert bool((divided[:critical] == 1).all()) and bool((divided[critical:] == 0.25).all())
+    attention = bench.attention_scores(model, seed=0)
+    assert len(attention) == 2 * 2 * 2 * 2  # readings x measures x layers x heads
+    assert all(0 <= v <= 1 for v in attention.values())
+    for layer, head in itertools.product(range(2), range(2)):
+        assert attention[bench.attention_key("window", "beyond 64", layer, head)] == 0.0
+        assert attention[bench.attention_key("plain", "beyond 64", layer, head)] > 0.5

@@ -227,3 +227,18 @@ def test_weights_cell_pins_are_the_requirements() -> None:
         assert f'"{pin}"' in WEIGHTS_CELL
     major = int(requirements["transformers"].split("==")[1].split(".")[0])
     assert major >= 5, "rope_lessons.pretrained needs transformers 5 (rope_parameters, dtype=)"
+
+
+SWEEP_NAME = re.compile(r"""load_sweep\(\s*["']([a-z0-9_]+)["']""")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_every_stored_sweep_a_notebook_loads_exists(path: Path) -> None:
+    """A number on a page comes from a sweep that a notebook loads: each name must be a
+    sweep of the package with a results file, so that no page quotes a removed sweep."""
+    from rope_lessons.sweep import RESULTS_DIR, available
+
+    code = "\n".join(c.source for c in _read(path).cells if c.cell_type == "code")
+    for name in SWEEP_NAME.findall(code):
+        assert name in available(), f"{path.name} loads {name!r}, which is not a sweep"
+        assert (RESULTS_DIR / f"{name}.json").is_file(), f"{path.name}: {name!r} not stored"

@@ -31,6 +31,7 @@ from rope_lessons.sweep import (
     prediction_interval,
     run_sweep,
     same_config,
+    seeds_apart,
 )
 from rope_lessons.synthetic import CopyAtLag
 from rope_lessons.training import Metrics
@@ -353,6 +354,22 @@ def test_convergence_compares_the_last_fifth_with_the_seed_spread() -> None:
         still.convergence("lag 1", 12)
     with pytest.raises(ValueError, match="has no 'answer_accuracy'"):
         still.convergence("lag 1", 6, "answer_accuracy")
+
+
+def test_convergence_catches_a_seed_stuck_on_a_plateau_the_others_left() -> None:
+    """Five seeds: four settle near 1.4, one stays near 2.1 (it barely moves). The mean
+    change is small against the spread the stuck seed makes, so the mean alone says
+    converged; the seed apart from the others' prediction interval says otherwise."""
+    sweep = dataclasses.replace(tiny_sweep(steps=19), seeds=(0, 1, 2, 3, 4))
+    before = [1.45, 1.47, 1.44, 1.46, 2.12]
+    after = [1.40, 1.42, 1.38, 1.41, 2.11]
+    stuck = fabricated(sweep, {16: before, 20: after}).convergence("lag 1", 6)
+    assert abs(stuck.change) <= stuck.spread  # what the mean-only rule looked at
+    assert stuck.apart == (4,) and not stuck.converged
+    assert "SEED 4 APART FROM THE OTHERS" in str(stuck)
+    together = fabricated(sweep, {16: [*before[:4], 1.46], 20: [*after[:4], 1.41]})
+    assert together.convergence("lag 1", 6).apart == ()
+    assert seeds_apart({0: 1.0, 1: 5.0}, 0.01) == ()  # two seeds: nothing to compare with
 
 
 def test_labels_lists_the_variants(capsys: pytest.CaptureFixture[str]) -> None:
