@@ -489,3 +489,27 @@ def test_the_key_count_readings_and_the_attention_measures() -> None:
     for layer, head in itertools.product(range(2), range(2)):
         assert attention[bench.attention_key("window", "beyond 64", layer, head)] == 0.0
         assert attention[bench.attention_key("plain", "beyond 64", layer, head)] > 0.5
+
+
+def test_above_chance_reads_the_interval_against_one_in_26() -> None:
+    from rope_lessons.sweeps import ch08_benchmark as bench
+
+    assert bench.above_chance([0.30, 0.35, 0.25, 0.32]) == "above chance"
+    assert bench.above_chance([0.020, 0.025, 0.022, 0.030]) == "below chance"
+    assert bench.above_chance([0.02, 0.06, 0.04, 0.03]) == "not resolved from chance"
+    with pytest.raises(ValueError, match="at least two seeds"):
+        bench.above_chance([0.5])
+
+
+def test_the_induction_head_is_the_one_on_the_source_in_the_window() -> None:
+    from rope_lessons.experiments import RunResult
+    from rope_lessons.sweeps import ch08_benchmark as bench
+
+    extra = {
+        bench.attention_key("window", "source", layer, head): 0.01 * (layer + head)
+        for layer in range(bench.N_LAYERS)
+        for head in range(bench.N_HEADS)
+    }
+    extra[bench.attention_key("window", "source", 2, 1)] = 0.7
+    extra[bench.attention_key("plain", "source", 3, 1)] = 0.9  # not the window: ignored
+    assert bench.induction_head(RunResult("rope", 0, [], extra=extra)) == (2, 1)

@@ -37,13 +37,14 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from collections.abc import Sequence
 from functools import cache
 from typing import Any, Literal
 
 import torch
 
 from rope_lessons.attention import Local
-from rope_lessons.experiments import Analyse, Run, make_run
+from rope_lessons.experiments import Analyse, Run, RunResult, make_run, summarise
 from rope_lessons.extension import (
     ExtensionMethod,
     band_edges,
@@ -53,6 +54,7 @@ from rope_lessons.extension import (
     scaled_frequencies,
 )
 from rope_lessons.long_context import (
+    CHANCE_ACCURACY,
     CopyInText,
     Probe,
     attention_beyond,
@@ -66,6 +68,7 @@ from rope_lessons.rope import Rope, frequencies
 from rope_lessons.sweep import Sweep
 
 TRAIN_LEN, FACTOR, SEGMENT, HEAD_DIM = 64, 8, 16, 32
+N_LAYERS, N_HEADS = 4, 2  # width 64: heads of HEAD_DIM
 EVAL_LEN = TRAIN_LEN * FACTOR
 STEPS, BATCH_SIZE = 2000, 32
 TEXT_BANDS = tuple(band_edges(TRAIN_LEN, FACTOR))  # [0, 64), [64, 128), [128, 256), [256, 512)
@@ -351,9 +354,9 @@ def benchmark_run(
         steps=steps,
         batch_size=batch_size,
         analyse=analyse,
-        dim=64,
-        n_layers=4,
-        n_heads=2,
+        dim=N_HEADS * HEAD_DIM,
+        n_layers=N_LAYERS,
+        n_heads=N_HEADS,
         **fields,
     )
     return dataclasses.replace(run, n_checkpoints=10)
@@ -378,3 +381,28 @@ SWEEP = Sweep(
     ),
     seeds=tuple(range(10)),
 )
+
+
+def induction_head(result: RunResult) -> tuple[int, int]:
+    """The ``(layer, head)`` of a stored ``"rope"`` result that puts the most weight on the
+    source of a copied letter when limited to 64 keys (where the model copies): its
+    induction head."""
+    return max(
+        itertools.product(range(N_LAYERS), range(N_HEADS)),
+        key=lambda lh: result.extra[attention_key("window", "source", *lh)],
+    )
+
+
+def above_chance(accuracies: Sequence[float]) -> str:
+    """Whether copy accuracies over seeds are resolved above chance (1/26): the words a page
+    may use, from the mean and its 95% t interval. ``"above chance"`` if the interval lies
+    above 1/26, ``"below chance"`` if below, else ``"not resolved from chance"``."""
+    summary = summarise(accuracies)
+    if summary.n < 2:
+        raise ValueError(f"need at least two seeds, got {summary.n}")
+    low, high = summary.mean - summary.half_width, summary.mean + summary.half_width
+    if low > CHANCE_ACCURACY:
+        return "above chance"
+    if high < CHANCE_ACCURACY:
+        return "below chance"
+    return "not resolved from chance"
