@@ -472,6 +472,47 @@ def t_quantile_975(degrees_of_freedom: int) -> float:
     return T_QUANTILE_975[min(degrees_of_freedom, len(T_QUANTILE_975)) - 1]
 
 
+def t_quantile(level: float, degrees_of_freedom: int) -> float:
+    """The two-sided ``level`` quantile of Student's t: ``P(|T| <= q) = level``.
+
+    Exact for integer degrees of freedom (the closed form of Abramowitz and Stegun
+    26.7.3-4 for the distribution, solved by bisection); the tables
+    :data:`T_QUANTILE_975` and ``sweep.T_QUANTILE_999`` are its rounded values.
+    """
+    if not 0 < level < 1:
+        raise ValueError(f"level must lie in (0, 1), got {level}")
+    if isinstance(degrees_of_freedom, bool) or not isinstance(degrees_of_freedom, int):
+        raise TypeError(f"degrees_of_freedom must be an int, got {degrees_of_freedom!r}")
+    if degrees_of_freedom < 1:
+        return math.inf
+    low, high = 0.0, 1.0
+    while _t_within(high, degrees_of_freedom) < level:
+        high *= 2
+    for _ in range(200):
+        middle = (low + high) / 2
+        low, high = (
+            (middle, high) if _t_within(middle, degrees_of_freedom) < level else (low, middle)
+        )
+    return (low + high) / 2
+
+
+def _t_within(t: float, df: int) -> float:
+    """``P(|T| <= t)`` for Student's t with ``df`` degrees of freedom (A&S 26.7.3-4)."""
+    angle = math.atan(t / math.sqrt(df))
+    cos2 = math.cos(angle) ** 2
+    if df % 2:  # odd: (2/pi) [angle + sin cos (1 + 2/3 cos^2 + 2*4/(3*5) cos^4 + ...)]
+        term, series = 1.0, 1.0 if df > 1 else 0.0
+        for j in range(1, (df - 1) // 2):
+            term *= (2 * j) / (2 * j + 1) * cos2
+            series += term
+        return 2 / math.pi * (angle + math.sin(angle) * math.cos(angle) * series)
+    term, series = 1.0, 1.0  # even: sin (1 + 1/2 cos^2 + 1*3/(2*4) cos^4 + ...)
+    for j in range(1, df // 2):
+        term *= (2 * j - 1) / (2 * j) * cos2
+        series += term
+    return math.sin(angle) * series
+
+
 @dataclass(frozen=True)
 class Summary:
     """A statistic over seeds: mean, sample standard deviation, min, max, count."""
@@ -640,6 +681,30 @@ class PairedComparison:
         if self.lower_is_better is None:
             return None
         return sum((d < 0) if self.lower_is_better else (d > 0) for d in self.differences)
+
+    def interval(self, family: int = 1) -> tuple[float, float]:
+        """The paired interval of the mean difference, 95% for a ``family`` of comparisons
+        read together: each at ``1 - 0.05 / family`` (Bonferroni), so that all of them hold
+        at once with probability 95% or more."""
+        check_positive_int(family, "family")
+        s = self.summary
+        half = t_quantile(1 - 0.05 / family, s.n - 1) * s.sem
+        return s.mean - half, s.mean + half
+
+    def verdict(self, family: int = 1) -> str:
+        """The course's evidence rule in words: the mean difference, its interval
+        (:meth:`interval`), the seeds on each side, and "resolved" when the interval
+        excludes zero. "On every seed" is only ever said beside such an interval."""
+        low, high = self.interval(family)
+        s = self.summary
+        level = "95%" if family == 1 else f"95% for {family} comparisons"
+        side = (
+            f"{self.second} better on {self.better} of {s.n} seeds"
+            if self.better is not None
+            else f"larger on {self.wins} of {s.n} seeds"
+        )
+        words = "resolved" if low > 0 or high < 0 else "not resolved"
+        return f"{s.mean:+.3f} [{low:+.3f}, {high:+.3f}] ({level}), {side}: {words}"
 
     def __str__(self) -> str:
         s = self.summary

@@ -9,12 +9,15 @@ from collections.abc import Callable
 
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 from torch import nn
 
 from rope_lessons.corpus import CharCorpus
 from rope_lessons.experiments import (
     CHECKPOINTS,
     EVAL_SEED_OFFSET,
+    T_QUANTILE_975,
     RunResult,
     accuracy_by_length,
     compare_paired,
@@ -27,6 +30,7 @@ from rope_lessons.experiments import (
     run_seeds,
     steps_to_reach,
     summarise,
+    t_quantile,
     train_run,
 )
 from rope_lessons.model import ModelConfig
@@ -423,3 +427,42 @@ def test_paired_extras_and_independent_differences_carry_95_percent_intervals() 
     assert apart.mean == pytest.approx(1.0) and apart.resolved
     assert apart.half_width == pytest.approx(4.303 * math.sqrt(2 * 0.01 / 3))
     assert t_quantile_975(0) == math.inf and t_quantile_975(100) == t_quantile_975(30)
+
+
+def test_the_exact_t_quantile_gives_the_course_tables() -> None:
+    from rope_lessons.sweep import T_QUANTILE_999
+
+    for df in range(1, 31):
+        assert t_quantile(0.95, df) == pytest.approx(T_QUANTILE_975[df - 1], abs=6e-4)
+        assert t_quantile(0.999, df) == pytest.approx(T_QUANTILE_999[df - 1], abs=6e-4)
+    # Bonferroni for eight comparisons at 4 degrees of freedom: 1 - 0.05/8 two-sided
+    assert t_quantile(1 - 0.05 / 8, 4) == pytest.approx(5.26, abs=0.01)
+    assert t_quantile(0.95, 0) == math.inf
+    with pytest.raises(ValueError, match="level"):
+        t_quantile(1.0, 4)
+
+
+@given(df=st.integers(1, 40), level=st.floats(0.5, 0.999))
+def test_t_quantile_grows_with_the_level_and_shrinks_with_the_df(df: int, level: float) -> None:
+    assert t_quantile(level, df) < t_quantile(level + 0.0005, df)
+    assert t_quantile(level, df + 1) < t_quantile(level, df)
+
+
+def test_a_family_of_comparisons_widens_the_interval_and_the_verdict_says_so() -> None:
+    """Five paired differences, all negative: resolved alone at 95%, and the interval for
+    a family of eight is wider (each at 99.375%)."""
+    first = [RunResult("a", s, [1.0], metrics={64: Metrics(2.0, 0.5)}) for s in range(5)]
+    second = [
+        RunResult("b", s, [1.0], metrics={64: Metrics(2.0 - d, 0.5)})
+        for s, d in enumerate([0.010, 0.012, 0.016, 0.018, 0.014])
+    ]
+    c = compare_paired(first, second, metric(64, "loss"))
+    one, eight = c.interval(), c.interval(family=8)
+    assert one[0] == pytest.approx(c.summary.mean - c.half_width, abs=1e-3)
+    assert eight[0] < one[0] < one[1] < eight[1] < 0
+    assert c.verdict().endswith("b better on 5 of 5 seeds: resolved")
+    assert "(95% for 8 comparisons)" in c.verdict(family=8)
+    tie = compare_paired(first, first, metric(64, "loss"))
+    assert tie.verdict().endswith(": not resolved")
+    with pytest.raises(ValueError, match="family"):
+        c.interval(family=0)

@@ -363,3 +363,24 @@ def test_fine_tune_changes_weights_and_keeps_frequencies() -> None:
     assert not torch.equal(before, wider.head.weight)
     assert wider.config.rope == spec
     assert not wider.training
+
+
+@pytest.mark.parametrize(
+    ("d", "length", "base"),
+    [
+        (32, 64, 1e4),  # chapter 8's toy
+        (64, 64, 100.0),  # chapter 5's p-RoPE sweep
+        (32, 64, 100.0),
+        (16, 64, 1e4),
+        (128, 4096, 1e4),  # Llama 2
+        (64, 8192, 1e5),  # SmolLM2-135M
+        (128, 8192, 5e5),  # Llama 3.1
+    ],
+)
+def test_the_two_counting_conventions_agree_on_the_course_models(
+    d: int, length: int, base: float
+) -> None:
+    """Liu et al.'s boundary (wavelength <= L) and the exact one (the pair turns fully over
+    the largest trained distance, L - 1) differ only for a wavelength in (L - 1, L]."""
+    full_over_largest_distance = int(((length - 1) * frequencies(d, base) >= 2 * math.pi).sum())
+    assert critical_pair(d, length, base) == full_over_largest_distance

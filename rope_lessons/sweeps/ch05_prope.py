@@ -31,11 +31,15 @@ keeps its slowest pairs, :func:`~rope_lessons.spectrum.partial_rotary_theta`),
 and ``p=0.5`` at base 100 against base 10000 (16 kept pairs each). NoPE
 (``p = 0``) and RoPE (``p = 1``) bracket them.
 
-NoPE with more heads. The base model has ONE head per layer, the case where a
-NoPE head provably cannot find positions (Prop. 5.2 of the chapter), so
-``nope, 4 heads`` (4 heads of dimension 16, same width) tests whether NoPE's gap
-to RoPE is the one-head limit; ``rope, base 100, 4 heads`` is its RoPE
-counterpart, so that the change from 1 to 4 heads is compared for both.
+NoPE with more heads. Barbero et al.'s Proposition 5.2 ties two copies of a
+token in a first-layer NoPE head wherever they stand, and a layer of several
+such heads ties them as well: heads do not break the tie, depth does (a
+causal model recovers positions from its mask from the second layer on). So
+``nope, 4 heads`` (4 heads of dimension 16, same width) is a capacity
+control: it tests whether NoPE's gap to RoPE comes from having one head per
+layer; ``rope, base 100, 4 heads`` is its RoPE counterpart, so that the
+change from 1 to 4 heads is compared for both. (Chapter 6's ``ch06_depth``
+varies the depth.)
 
 Model and budget. A character model on the course corpus (``CharCorpus()``),
 width 64, 2 layers, 32 windows of 64 characters per step, 1600 steps. The
@@ -143,9 +147,9 @@ def position_losses(
     return dict(zip(BAND_KEYS, bands, strict=True)) | dict(zip(CURVE_KEYS, curve, strict=True))
 
 
-def prope_run(label: str) -> Run[TinyTransformer]:
-    """The run of one variant of :data:`VARIANTS`: the shared model size, budget and corpus."""
-    rope, heads = VARIANTS[label]
+def variant_run(label: str, rope: Rope | None, heads: int) -> Run[TinyTransformer]:
+    """The chapter's model with ``rope`` (None: no position encoding) and ``heads`` heads per
+    layer: the shared model size, budget, corpus and evaluation."""
     position: dict[str, Any] = {"position": "none"} if rope is None else {"rope": rope}
     return make_run(
         label,
@@ -160,6 +164,12 @@ def prope_run(label: str) -> Run[TinyTransformer]:
         n_heads=heads,
         **position,
     )
+
+
+def prope_run(label: str) -> Run[TinyTransformer]:
+    """The run of one variant of :data:`VARIANTS`."""
+    rope, heads = VARIANTS[label]
+    return variant_run(label, rope, heads)
 
 
 SWEEP = Sweep(

@@ -20,6 +20,8 @@ sets the table beside Su's (kexue.fm/archives/10862).
 
 from __future__ import annotations
 
+from typing import Any
+
 from rope_lessons.attention import PLACEMENTS
 from rope_lessons.corpus import CharCorpus
 from rope_lessons.experiments import Run, make_run
@@ -31,20 +33,29 @@ TRAIN_LEN = 64
 STEPS = 1600
 
 
-def placement_run(placement: str, *, steps: int = STEPS) -> Run[TinyTransformer]:
-    """The chapter's language model with RoPE at ``placement``, trained for ``steps``."""
+def language_model_run(
+    label: str, *, steps: int = STEPS, n_layers: int = 2, **fields: Any
+) -> Run[TinyTransformer]:
+    """The chapter's language model (width 64, four heads, ``n_layers`` layers) with the
+    model fields ``fields`` (e.g. ``placement="vo"`` or ``position="learned"``), trained for
+    ``steps`` on the corpus at 64 characters."""
     return make_run(
-        placement,
+        label,
         CharCorpus(),
         train_len=TRAIN_LEN,
         eval_lens=(TRAIN_LEN,),
         steps=steps,
         analyse=reading_stats,
         dim=64,
-        n_layers=2,
+        n_layers=n_layers,
         n_heads=4,
-        placement=placement,
+        **fields,
     )
+
+
+def placement_run(placement: str, *, steps: int = STEPS) -> Run[TinyTransformer]:
+    """The chapter's language model with RoPE at ``placement``, trained for ``steps``."""
+    return language_model_run(placement, steps=steps, placement=placement)
 
 
 SWEEP = Sweep(
