@@ -204,7 +204,9 @@ def reading_stats(
     * ``diagonal_weight``: the weight :math:`a_{mm}` of a token on itself;
     * ``mean_distance``: :math:`\sum_n a_{mn}(m - n)`, how far back it reads.
 
-    For a placement that turns values (``v``, ``vo``, ``qkv``, ``qkvo``), also:
+    For a RoPE model whose placement turns values (``v``, ``vo``, ``qkv``,
+    ``qkvo``), also (a model without RoPE, e.g. absolute positions, gets the
+    first two only):
 
     * ``turn_cosine``: the cosine between the output and the output of the
       same weights on unturned values (:data:`WITHOUT_VALUE_TURN`), 1 when the
@@ -230,8 +232,8 @@ def reading_stats(
     }
     cfg = model.config
     rope = cfg.rope
-    if rope is None:
-        raise ValueError(f"reading_stats needs a RoPE model, got position={cfg.position!r}")
+    if rope is None:  # nothing turns: no value-turn statistics
+        return stats
     dims = pair_dims(rope)  # (D/2, 2)
     fast, slow = dims[0].tolist(), dims[-1].tolist()
     cosines: dict[str, list[float]] = {}

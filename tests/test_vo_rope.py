@@ -393,6 +393,25 @@ def test_reading_stats_on_an_untrained_model(rope: Placement) -> None:
         assert stats["self_cosine_1"] > stats["self_cosine_4"]
 
 
+@pytest.mark.parametrize("position", ["learned", "sinusoidal", "none"])
+def test_reading_stats_without_rope_reads_the_weights_only(position: str) -> None:
+    """Absolute positions or none: where attention reads is defined, value turns are not."""
+    torch.manual_seed(0)
+    run = make_run(
+        position,
+        CopyAtLag(lag=2),
+        train_len=12,
+        eval_lens=(12,),
+        steps=1,
+        dim=16,
+        n_heads=2,
+        position=position,
+    )
+    stats = reading_stats(run.model.build(), run, torch.device("cpu"))
+    assert set(stats) == {"diagonal_weight", "mean_distance"}
+    assert 0 < stats["diagonal_weight"] < 1 and 0 < stats["mean_distance"] < 11
+
+
 def test_reading_stats_weights_match_the_attention_maps() -> None:
     """diagonal_weight is the mean of the attention maps' diagonals, computed independently."""
     torch.manual_seed(1)
