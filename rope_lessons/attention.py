@@ -256,6 +256,9 @@ class _Rotary:
                 f"theta must be a floating tensor of shape ({spec.dim // 2},) on {device}, "
                 f"got {described}"
             )
+        if theta is not None and not bool(torch.isfinite(theta).all()):
+            # the fused path would return finite numbers that match nothing
+            raise ValueError(f"theta must be finite (a trained angle diverged?), got {theta}")
         q_lead, k_lead = q_shape[:-1], k_shape[:-1]
         q_len, k_len = q_lead[-1], k_lead[-1]
         by_position = q_positions is not None or k_positions is not None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import lzma
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -107,9 +108,15 @@ class CharCorpus:
         except KeyError as missing:
             raise ValueError(f"character {missing} is not in the corpus alphabet") from None
 
-    def decode(self, ids: torch.Tensor) -> str:
-        """The text of a 1-D tensor of ids."""
-        return "".join(self.alphabet[i] for i in ids.tolist())
+    def decode(self, ids: torch.Tensor | Sequence[int]) -> str:
+        """The text of a 1-D tensor or a sequence of ids."""
+        values = ids.tolist() if isinstance(ids, torch.Tensor) else list(ids)
+        if any(isinstance(i, list) for i in values):
+            raise ValueError("ids must be one-dimensional: decode one sequence at a time")
+        for i in values:
+            if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < len(self.alphabet):
+                raise ValueError(f"ids must be ints in [0, {len(self.alphabet)}), got {i!r}")
+        return "".join(self.alphabet[i] for i in values)
 
     def sample(
         self, batch_size: int, seq_len: int, generator: torch.Generator, split: Split = "train"

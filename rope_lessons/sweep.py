@@ -348,7 +348,7 @@ class Reproduction:
         if self.prefix_gap is None:
             lines.append("  prefix: seed not stored, not compared")
         else:
-            verdict = "matches" if self.prefix_matches else "DIFFERS"
+            verdict = "matches" if self.prefix_matches else "DIFFERS FROM"
             at = "" if self.prefix_eval_gaps is None else " and the held-out numbers after it"
             lines.append(
                 f"  first {self.prefix_steps} steps{at}: {verdict} the stored run "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -186,3 +187,14 @@ def test_bad_frequencies_are_refused(theta: object) -> None:
     q = torch.randn(1, 1, 5, 8)
     with pytest.raises(ValueError, match="theta must be a floating tensor of shape"):
         attention(q, q, q, placement="qk", theta=theta)  # type: ignore[call-overload]
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+@pytest.mark.parametrize("return_weights", [False, True])
+def test_non_finite_frequencies_are_refused_on_every_path(bad: float, return_weights: bool) -> None:
+    """The fused path would return finite numbers that match nothing; refuse instead."""
+    q = torch.randn(1, 1, 5, 8)
+    theta = Rope(8).theta.clone().float()
+    theta[2] = bad
+    with pytest.raises(ValueError, match="theta must be finite"):
+        attention(q, q, q, placement="qk", theta=theta, return_weights=return_weights)

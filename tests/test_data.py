@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -153,3 +154,16 @@ def test_shortest_accepted_corpus_samples_both_splits() -> None:
         CharCorpus("abcd", val_fraction=0.25)
     with pytest.raises(TypeError, match="text must be a str"):
         CharCorpus(Path("mytext.txt"))  # type: ignore[arg-type]
+
+
+def test_decode_takes_a_list_and_refuses_what_is_not_one_sequence_of_ids() -> None:
+    corpus = CharCorpus()
+    ids = corpus.encode("Call me Ishmael.")
+    assert corpus.decode(ids.tolist()) == corpus.decode(ids) == "Call me Ishmael."
+    assert corpus.decode([]) == ""
+    bad_ids: list[list[Any]] = [[len(corpus.alphabet)], [-1], [1.0], [True]]
+    for bad in bad_ids:
+        with pytest.raises(ValueError, match="ids must be ints"):
+            corpus.decode(bad)
+    with pytest.raises(ValueError, match="one-dimensional"):
+        corpus.decode(ids[None, :4])
