@@ -12,6 +12,7 @@ Command line (from the repository root)::
     python -m rope_lessons.sweep ch03_order [--seeds 0 1 2] [--device cpu] [--restart]
     python -m rope_lessons.sweep ch03_order --dry-run [--throughput TOKENS_PER_S]
     python -m rope_lessons.sweep ch03_order --labels
+    python -m rope_lessons.sweep ch03_order --only "rope" [--seeds 0]
     python -m rope_lessons.sweep ch03_order --merge-from DIR
 
 ``--results-dir DIR`` writes and reads the results in ``DIR`` instead of the
@@ -706,6 +707,7 @@ def run_sweep(
     restart: bool = False,
     progress: bool = True,
     command: str | None = None,
+    labels: Sequence[str] | None = None,
 ) -> Path:
     """Train every (run, seed) of ``sweep`` that is not stored yet, storing each at once.
 
@@ -719,6 +721,7 @@ def run_sweep(
             (otherwise they are an error).
         progress: progress bars on standard error.
         command: the command line to record (default: this process's).
+        labels: train only these variants (default: all); an unknown label is an error.
 
     Returns:
         The path of the results file.
@@ -743,6 +746,9 @@ def run_sweep(
         }
     )
     pending = _pending(sweep, chosen, content["results"])
+    if labels is not None:
+        wanted = {sweep.run(label).label for label in labels}  # refuses an unknown label
+        pending = [(run, s) for run, s in pending if run.label in wanted]
     # The bar counts tokens (Run.cost), so that its estimate of the time left weighs
     # long runs as long.
     bar = tqdm(
@@ -982,6 +988,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--labels", action="store_true", help="list the variant labels of NAME")
     parser.add_argument(
+        "--only",
+        nargs="+",
+        metavar="LABEL",
+        help="train only these variants (see --labels); the others stay as stored",
+    )
+    parser.add_argument(
         "--merge-from",
         type=Path,
         metavar="DIR",
@@ -1002,6 +1014,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.error("name a sweep, or pass --list")
     if args.throughput is not None and not args.dry_run:
         parser.error("--throughput only applies with --dry-run")
+    if args.only is not None and (args.dry_run or args.labels or args.merge_from is not None):
+        parser.error("--only applies to training, not with --dry-run, --labels or --merge-from")
     try:
         sweep = get_sweep(args.name)
         if args.labels:
@@ -1036,6 +1050,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             results_dir=results_dir,
             restart=args.restart,
             command=command,
+            labels=args.only,
         )
     except ValueError as error:
         parser.exit(2, f"error: {error}\n")

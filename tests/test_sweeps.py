@@ -415,6 +415,25 @@ def test_results_dir_is_where_the_command_line_writes_and_reads(
     assert "pending: 0 of 2 (run, seed) pairs" in capsys.readouterr().out
 
 
+def test_only_trains_the_named_variants(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    one_thread: None,
+) -> None:
+    sweep = tiny_sweep()
+    monkeypatch.setattr(sweep_module, "get_sweep", lambda name: sweep)
+    main(["tiny", "--only", "lag 2", "--seeds", "0", "--results-dir", str(tmp_path)])
+    capsys.readouterr()
+    assert [(r.label, r.seed) for r in load_sweep(sweep, tmp_path).stored] == [("lag 2", 0)]
+    with pytest.raises(SystemExit):
+        main(["tiny", "--only", "lag 9", "--results-dir", str(tmp_path)])
+    assert "lag 9" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["tiny", "--only", "lag 1", "--dry-run"])
+    assert "--only applies to training" in capsys.readouterr().err
+
+
 def test_ch07_stores_every_hundred_steps_and_the_trained_decays() -> None:
     """The chapter-7 sweep evaluates every 100 steps (its steps-to-solve are known to 100)
     and keeps the trained decays of the real and complex mixers, inside the unit disc."""
