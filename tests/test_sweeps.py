@@ -319,6 +319,14 @@ def test_list_names_every_sweep(capsys: pytest.CaptureFixture[str]) -> None:
         assert f"{name} (v{get_sweep(name).version})" in out
 
 
+@pytest.fixture
+def tiny_command_line(monkeypatch: pytest.MonkeyPatch) -> Sweep:
+    """A tiny sweep that the command line finds under any name."""
+    sweep = tiny_sweep()
+    monkeypatch.setattr(sweep_module, "get_sweep", lambda name: sweep)
+    return sweep
+
+
 def fabricated(sweep: Sweep, values: dict[int, list[float]]) -> StoredSweep:
     """A stored sweep of the run 'lag 1' whose held-out loss at each checkpoint is given
     per seed (``values[step][seed]``); everything else is a placeholder."""
@@ -378,10 +386,9 @@ def test_labels_lists_the_variants(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_dry_run_counts_what_is_pending_and_trains_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, tiny_command_line: Sweep, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    sweep = tiny_sweep()
-    monkeypatch.setattr(sweep_module, "get_sweep", lambda name: sweep)
+    sweep = tiny_command_line
     main(["tiny", "--dry-run", "--throughput", "1000", "--results-dir", str(tmp_path)])
     out = capsys.readouterr().out
     total = 2 * sum(run.cost for run in sweep.runs)
@@ -401,12 +408,11 @@ def test_dry_run_counts_what_is_pending_and_trains_nothing(
 
 def test_results_dir_is_where_the_command_line_writes_and_reads(
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    tiny_command_line: Sweep,
     capsys: pytest.CaptureFixture[str],
     one_thread: None,
 ) -> None:
-    sweep = tiny_sweep()
-    monkeypatch.setattr(sweep_module, "get_sweep", lambda name: sweep)
+    sweep = tiny_command_line
     main(["tiny", "--seeds", "1", "--results-dir", str(tmp_path)])
     assert f"wrote {tmp_path / 'tiny.json'}" in capsys.readouterr().out
     assert not (RESULTS_DIR / "tiny.json").exists()
@@ -417,12 +423,11 @@ def test_results_dir_is_where_the_command_line_writes_and_reads(
 
 def test_only_trains_the_named_variants(
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    tiny_command_line: Sweep,
     capsys: pytest.CaptureFixture[str],
     one_thread: None,
 ) -> None:
-    sweep = tiny_sweep()
-    monkeypatch.setattr(sweep_module, "get_sweep", lambda name: sweep)
+    sweep = tiny_command_line
     main(["tiny", "--only", "lag 2", "--seeds", "0", "--results-dir", str(tmp_path)])
     capsys.readouterr()
     assert [(r.label, r.seed) for r in load_sweep(sweep, tmp_path).stored] == [("lag 2", 0)]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import math
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 import pytest
@@ -368,21 +369,25 @@ def test_marker_distance_splits_and_bad_input() -> None:
 # ------------------------------------------------------------------ reading_stats
 
 
-@pytest.mark.parametrize("rope", ["qk", "vo"])
-def test_reading_stats_on_an_untrained_model(rope: Placement) -> None:
+def untrained_reading_stats(label: str, **fields: Any) -> dict[str, float]:
+    """:func:`reading_stats` of an untrained two-head model with the model ``fields``."""
     torch.manual_seed(0)
     run = make_run(
-        rope,
+        label,
         CopyAtLag(lag=2),
         train_len=12,
         eval_lens=(12,),
         steps=1,
         dim=16,
         n_heads=2,
-        placement=rope,
+        **fields,
     )
-    model = run.model.build()
-    stats = reading_stats(model, run, torch.device("cpu"))
+    return reading_stats(run.model.build(), run, torch.device("cpu"))
+
+
+@pytest.mark.parametrize("rope", ["qk", "vo"])
+def test_reading_stats_on_an_untrained_model(rope: Placement) -> None:
+    stats = untrained_reading_stats(rope, placement=rope)
     assert 0 < stats["diagonal_weight"] < 1
     assert 0 < stats["mean_distance"] < 11
     turns = rope in WITHOUT_VALUE_TURN
@@ -396,18 +401,7 @@ def test_reading_stats_on_an_untrained_model(rope: Placement) -> None:
 @pytest.mark.parametrize("position", ["learned", "sinusoidal", "none"])
 def test_reading_stats_without_rope_reads_the_weights_only(position: str) -> None:
     """Absolute positions or none: where attention reads is defined, value turns are not."""
-    torch.manual_seed(0)
-    run = make_run(
-        position,
-        CopyAtLag(lag=2),
-        train_len=12,
-        eval_lens=(12,),
-        steps=1,
-        dim=16,
-        n_heads=2,
-        position=position,
-    )
-    stats = reading_stats(run.model.build(), run, torch.device("cpu"))
+    stats = untrained_reading_stats(position, position=position)
     assert set(stats) == {"diagonal_weight", "mean_distance"}
     assert 0 < stats["diagonal_weight"] < 1 and 0 < stats["mean_distance"] < 11
 
