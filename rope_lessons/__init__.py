@@ -23,7 +23,9 @@ Modules, in the order the course uses them:
 * :mod:`rope_lessons.experiments`, :mod:`rope_lessons.learning_curves`: toy
   experiments over several seeds and their summaries;
 * :mod:`rope_lessons.vo_rope`: VO-RoPE's shared keys and values, cache
-  bytes, Kendall tau and the trained-model readings of chapter 6;
+  bytes and the trained-model readings of chapter 6;
+* :mod:`rope_lessons.ranking`: rank statistics (Kendall tau, its exact tail and
+  bootstrap, which pairs of a ranking the seeds resolve);
 * :mod:`rope_lessons.extension`: chapter 8's context extension (PI, NTK-aware,
   YaRN, Llama 3 tables; the base bound; extended models, band losses);
 * :mod:`rope_lessons.runtime`: device, preset and seed for the notebooks;

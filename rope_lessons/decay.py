@@ -324,6 +324,25 @@ class ScoreTerms(NamedTuple):
         return self.mean + self.covariance
 
 
+class LogitTerms(NamedTuple):
+    r"""A trained model's mean logit split in two: ``mean + rest``.
+
+    ``mean`` is the rotary logit of the mean query and mean key (the mean term
+    of :func:`expected_score_terms`); ``rest`` is everything else: the
+    covariance term (:attr:`DistanceProfile.covariance`) plus cross terms that
+    appear because a mean over all positions is not the mean over the queries
+    and keys paired at one distance.
+    """
+
+    mean: torch.Tensor
+    rest: torch.Tensor
+
+    @property
+    def total(self) -> torch.Tensor:
+        """The mean logit, ``mean + rest``."""
+        return self.mean + self.rest
+
+
 def expected_score_terms(
     mean_q: torch.Tensor,
     mean_k: torch.Tensor,
@@ -453,22 +472,21 @@ class DistanceProfile:
         scores = self.rope.score_at_distance(self.mean_query, self.mean_key, distances)
         return scores / math.sqrt(self.mean_query.shape[-1])
 
-    def logit_terms(self) -> ScoreTerms:
-        r""":attr:`logit` split as in :func:`expected_score_terms`: mean term plus the rest.
+    def logit_terms(self) -> LogitTerms:
+        r""":attr:`logit` split into the mean term and the rest.
 
-        ``mean`` is :meth:`mean_vector_logit`; ``covariance`` is
-        :attr:`logit` minus it: what the token-dependent parts of the queries
-        and keys add on average, that is :attr:`covariance` (the covariance
-        term proper) plus the cross terms left because a mean over all
-        positions is not the mean over the queries and keys paired at a given
-        distance. Chapter 4's tables report this rest; chapter 9 reports the
-        two parts separately.
+        ``mean`` is :meth:`mean_vector_logit`; ``rest`` is :attr:`logit` minus
+        it: what the token-dependent parts of the queries and keys add on
+        average, that is :attr:`covariance` (the covariance term proper) plus
+        the cross terms left because a mean over all positions is not the mean
+        over the queries and keys paired at a given distance. Chapter 4's
+        tables report this rest; chapter 9 reports the covariance term.
 
         Returns:
-            :class:`ScoreTerms` of two float64 tensors ``(L, H, R)``.
+            :class:`LogitTerms` of two float64 tensors ``(L, H, R)``.
         """
         mean = self.mean_vector_logit()
-        return ScoreTerms(mean=mean, covariance=self.logit - mean)
+        return LogitTerms(mean=mean, rest=self.logit - mean)
 
 
 @torch.no_grad()
@@ -613,7 +631,7 @@ def near_minus_far(
     return span_mean(curve, near, "near") - span_mean(curve, far, "far")
 
 
-SUMMARY_NAMES = ("logit", "content", "mean_vector", "covariance", "log_weight_ratio")
+SUMMARY_NAMES = ("logit", "content", "mean_vector", "rest", "log_weight_ratio")
 """The per-head numbers of :func:`decay_summary`, in order."""
 
 
@@ -635,10 +653,11 @@ def decay_summary(
         ``"content"``, the same for the unrotated score (positions removed);
         ``"mean_vector"``, the same for the rotary logit of the mean query and
         key (the mean term of :meth:`DistanceProfile.logit_terms`);
-        ``"covariance"``, the same for the covariance term (so ``logit =
-        mean_vector + covariance``); ``"log_weight_ratio"``, the natural log of
-        the mean attention weight near over the mean weight far (0: no
-        preference; a log keeps the stored numbers of a sweep on one scale).
+        ``"rest"``, the same for the rest of :meth:`DistanceProfile.logit_terms`
+        (the covariance term plus cross terms, so ``logit = mean_vector + rest``);
+        ``"log_weight_ratio"``, the natural log of the mean attention weight
+        near over the mean weight far (0: no preference; a log keeps the stored
+        numbers of a sweep on one scale).
     """
     if far is None:
         last = int(profile.distances[-1])
@@ -648,7 +667,7 @@ def decay_summary(
         "logit": near_minus_far(profile.logit, near, far),
         "content": near_minus_far(profile.content, near, far),
         "mean_vector": near_minus_far(terms.mean, near, far),
-        "covariance": near_minus_far(terms.covariance, near, far),
+        "rest": near_minus_far(terms.rest, near, far),
         "log_weight_ratio": (
             span_mean(profile.weight, near, "near") / span_mean(profile.weight, far, "far")
         ).log(),

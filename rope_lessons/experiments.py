@@ -23,6 +23,7 @@ see :mod:`rope_lessons.sweep`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import math
 import statistics
@@ -456,28 +457,20 @@ def run_seeds(
     return [run_once(run, seed, device, progress, checkpoints=checkpoints) for seed in seeds]
 
 
-T_QUANTILE_975 = (
-    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
-    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
-)  # fmt: skip
-"""Two-sided 95% quantiles of Student's t (0.975) for 1 to 30 degrees of freedom;
-beyond 30 the last entry is used (slightly wide)."""
-
-
 def t_quantile_975(degrees_of_freedom: int) -> float:
-    """Student's t two-sided 95% quantile (:data:`T_QUANTILE_975`; infinite for 0)."""
-    if degrees_of_freedom < 1:
-        return math.inf
-    return T_QUANTILE_975[min(degrees_of_freedom, len(T_QUANTILE_975)) - 1]
+    """Student's t two-sided 95% quantile, :func:`t_quantile` at 0.95 (infinite for 0)."""
+    return t_quantile(0.95, degrees_of_freedom)
 
 
+@functools.lru_cache(maxsize=1024)
 def t_quantile(level: float, degrees_of_freedom: int) -> float:
     """The two-sided ``level`` quantile of Student's t: ``P(|T| <= q) = level``.
 
     Exact for integer degrees of freedom (the closed form of Abramowitz and Stegun
-    26.7.3-4 for the distribution, solved by bisection); the tables
-    :data:`T_QUANTILE_975` and ``sweep.T_QUANTILE_999`` are its rounded values.
+    26.7.3-4 for the distribution, solved by bisection); every interval of the
+    course (:attr:`Summary.half_width`, :meth:`PairedComparison.interval`, the
+    stored sweeps' prediction intervals) takes its quantile from here. Infinite
+    for 0 degrees of freedom.
     """
     if not 0 < level < 1:
         raise ValueError(f"level must lie in (0, 1), got {level}")
@@ -530,7 +523,10 @@ class Summary:
 
     @property
     def half_width(self) -> float:
-        """Half-width of the 95% interval of the mean (Student's t with ``n - 1`` df)."""
+        """Half-width of the 95% interval of the mean (Student's t with ``n - 1`` df);
+        infinite for one value, which bounds nothing."""
+        if self.n < 2:
+            return math.inf
         return t_quantile_975(self.n - 1) * self.sem
 
     def __str__(self) -> str:
@@ -654,6 +650,8 @@ class PairedComparison:
             worse for a loss: see :attr:`better`).
         metric: what was compared, e.g. ``"loss at length 64"``.
         lower_is_better: which direction is better; None if not known.
+        unit: what the pairs are, in words (``"seeds"``; ``"passages"`` when one
+            model reads several texts).
     """
 
     first: str
@@ -664,6 +662,7 @@ class PairedComparison:
     wins: int
     metric: str = "value"
     lower_is_better: bool | None = None
+    unit: str = "seeds"
 
     @property
     def half_width(self) -> float:
@@ -672,8 +671,8 @@ class PairedComparison:
 
     @property
     def resolved(self) -> bool:
-        """The paired 95% interval excludes zero."""
-        return abs(self.summary.mean) > self.half_width
+        """The paired 95% interval excludes zero (:meth:`resolved_for` one comparison)."""
+        return self.resolved_for()
 
     @property
     def better(self) -> int | None:
@@ -685,11 +684,16 @@ class PairedComparison:
     def interval(self, family: int = 1) -> tuple[float, float]:
         """The paired interval of the mean difference, 95% for a ``family`` of comparisons
         read together: each at ``1 - 0.05 / family`` (Bonferroni), so that all of them hold
-        at once with probability 95% or more."""
+        at once with probability 95% or more. One seed bounds nothing: infinite."""
         check_positive_int(family, "family")
         s = self.summary
-        half = t_quantile(1 - 0.05 / family, s.n - 1) * s.sem
+        half = math.inf if s.n < 2 else t_quantile(1 - 0.05 / family, s.n - 1) * s.sem
         return s.mean - half, s.mean + half
+
+    def resolved_for(self, family: int = 1) -> bool:
+        """The interval of :meth:`interval` for a ``family`` of comparisons excludes zero."""
+        low, high = self.interval(family)
+        return low > 0 or high < 0
 
     def verdict(self, family: int = 1) -> str:
         """The course's evidence rule in words: the mean difference, its interval
@@ -699,24 +703,23 @@ class PairedComparison:
         s = self.summary
         level = "95%" if family == 1 else f"95% for {family} comparisons"
         side = (
-            f"{self.second} better on {self.better} of {s.n} seeds"
+            f"{self.second} better on {self.better} of {s.n} {self.unit}"
             if self.better is not None
-            else f"larger on {self.wins} of {s.n} seeds"
+            else f"larger on {self.wins} of {s.n} {self.unit}"
         )
-        words = "resolved" if low > 0 or high < 0 else "not resolved"
+        words = "resolved" if self.resolved_for(family) else "not resolved"
         return f"{s.mean:+.3f} [{low:+.3f}, {high:+.3f}] ({level}), {side}: {words}"
 
-    def __str__(self) -> str:
-        s = self.summary
-        if self.lower_is_better is None:
-            direction, count = "", f"larger for {self.wins} of {s.n} seeds"
-        else:
-            direction = " (lower is better)" if self.lower_is_better else " (higher is better)"
-            count = f"{self.second} better for {self.better} of {s.n} seeds"
+    def report(self, family: int = 1) -> str:
+        """One line: what was compared, which way is better, and :meth:`verdict`."""
+        direction = {None: "", True: " (lower is better)", False: " (higher is better)"}
         return (
-            f"{self.second} - {self.first}, {self.metric}{direction}: {s.mean:+.3f} ± "
-            f"{s.sem:.3f} (standard error, n={s.n} paired seeds); {count}"
+            f"{self.second} - {self.first}, {self.metric}{direction[self.lower_is_better]}: "
+            f"{self.verdict(family)}"
         )
+
+    def __str__(self) -> str:
+        return self.report()
 
 
 def compare_paired(
@@ -755,24 +758,71 @@ def compare_paired(
             f"{sorted(by_seed[0])} vs {sorted(by_seed[1])}"
         )
     seeds = tuple(sorted(by_seed[0]))
-    differences = tuple(value(by_seed[1][s]) - value(by_seed[0][s]) for s in seeds)
-    return PairedComparison(
-        first=first[0].label,
-        second=second[0].label,
+    return paired_differences(
+        [value(by_seed[1][s]) - value(by_seed[0][s]) for s in seeds],
+        names=(first[0].label, second[0].label),
         seeds=seeds,
-        differences=differences,
-        summary=summarise(differences),
-        wins=sum(d > 0 for d in differences),
         metric="value" if name is None else name,
         lower_is_better=lower_is_better,
     )
 
 
-def compare_extras(
-    results: Sequence[RunResult], first: str, second: str, *, lower_is_better: bool = True
+def paired_differences(
+    differences: Sequence[float],
+    *,
+    names: tuple[str, str],
+    seeds: Sequence[int] | None = None,
+    metric: str = "value",
+    lower_is_better: bool | None = None,
+    unit: str = "seeds",
 ) -> PairedComparison:
-    """``extra[second] - extra[first]`` seed by seed, within one variant's results: two
-    readings of the same trained models (e.g. two extension methods on the same weights).
+    """A :class:`PairedComparison` from differences already paired: ``second - first``
+    for each seed (or passage, or draw: ``unit``). :func:`compare_paired` and
+    :func:`compare_readings` build theirs here.
+
+    Args:
+        differences: one per pair, at least one.
+        names: ``(first, second)``.
+        seeds: the pairs' seeds; default ``0, 1, ...``.
+        metric, lower_is_better, unit: as in :class:`PairedComparison`.
+    """
+    values = tuple(float(d) for d in differences)
+    if not values:
+        raise ValueError("differences must hold at least one value")
+    pairs = tuple(range(len(values))) if seeds is None else tuple(seeds)
+    if len(pairs) != len(values):
+        raise ValueError(f"{len(values)} differences but {len(pairs)} seeds")
+    return PairedComparison(
+        first=names[0],
+        second=names[1],
+        seeds=pairs,
+        differences=values,
+        summary=summarise(values),
+        wins=sum(d > 0 for d in values),
+        metric=metric,
+        lower_is_better=lower_is_better,
+        unit=unit,
+    )
+
+
+def compare_readings(
+    results: Sequence[RunResult],
+    first: Callable[[RunResult], float],
+    second: Callable[[RunResult], float],
+    *,
+    names: tuple[str, str] = ("first", "second"),
+    metric: str = "value",
+    lower_is_better: bool | None = True,
+) -> PairedComparison:
+    """``second(r) - first(r)`` seed by seed, within one variant's results: two
+    readings of the same trained models (two ablations, two extension methods on
+    the same weights).
+
+    Args:
+        results: one result per seed.
+        first, second: the two readings of a result.
+        names: how the two readings are called in :meth:`PairedComparison.report`.
+        metric, lower_is_better: what the readings are and which way is better.
 
     Raises:
         ValueError: if a seed appears twice, or no result is given.
@@ -780,14 +830,29 @@ def compare_extras(
     seeds = tuple(r.seed for r in results)
     if not seeds or len(set(seeds)) != len(seeds):
         raise ValueError(f"results must hold each seed once, got seeds {list(seeds)}")
-    differences = tuple(r.extra[second] - r.extra[first] for r in results)
-    return PairedComparison(
-        first=first,
-        second=second,
+    return paired_differences(
+        [second(r) - first(r) for r in results],
+        names=names,
         seeds=seeds,
-        differences=differences,
-        summary=summarise(differences),
-        wins=sum(d > 0 for d in differences),
+        metric=metric,
+        lower_is_better=lower_is_better,
+    )
+
+
+def compare_extras(
+    results: Sequence[RunResult], first: str, second: str, *, lower_is_better: bool = True
+) -> PairedComparison:
+    """``extra[second] - extra[first]`` seed by seed, within one variant's results
+    (:func:`compare_readings` of two stored extras).
+
+    Raises:
+        ValueError: if a seed appears twice, or no result is given.
+    """
+    return compare_readings(
+        results,
+        lambda r: r.extra[first],
+        lambda r: r.extra[second],
+        names=(first, second),
         metric="extra",
         lower_is_better=lower_is_better,
     )

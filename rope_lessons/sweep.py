@@ -93,6 +93,7 @@ from rope_lessons.experiments import (
     RunResult,
     checkpoint_step,
     run_once,
+    t_quantile,
 )
 from rope_lessons.runtime import check_device, choose_threads
 from rope_lessons.training import Metrics
@@ -118,13 +119,6 @@ RANGE_FLOOR: dict[str, float] = {
     "answer_accuracy": 0.02,
     "neither": 0.02,
 }
-# Two-sided 99.9% quantiles of Student's t (0.9995) for 1 to 30 degrees of freedom;
-# tests/test_sweeps.py checks them by integrating the density.
-T_QUANTILE_999 = (
-    636.619, 31.599, 12.924, 8.610, 6.869, 5.959, 5.408, 5.041, 4.781, 4.587,
-    4.437, 4.318, 4.221, 4.140, 4.073, 4.015, 3.965, 3.922, 3.883, 3.850,
-    3.819, 3.792, 3.768, 3.745, 3.725, 3.707, 3.690, 3.674, 3.659, 3.646,
-)  # fmt: skip
 # A change over the last fifth of training smaller than this is no movement, whatever the
 # seeds' spread (a loss near 0 shrinks by 1e-4 while its seeds agree to 1e-5).
 CONVERGENCE_FLOOR = 0.005
@@ -206,7 +200,7 @@ def prediction_interval(values: Sequence[float], floor: float) -> tuple[float, f
     if n == 1:
         return low - floor, high + floor
     mean = statistics.fmean(values)
-    t = T_QUANTILE_999[min(n - 1, len(T_QUANTILE_999)) - 1]
+    t = t_quantile(0.999, n - 1)
     half = t * statistics.stdev(values) * math.sqrt(1 + 1 / n)
     return min(mean - half, low - floor), max(mean + half, high + floor)
 

@@ -303,6 +303,10 @@ def test_logit_terms_add_up_to_the_logit() -> None:
     terms = profile.logit_terms()
     torch.testing.assert_close(terms.mean, profile.mean_vector_logit())
     torch.testing.assert_close(terms.total, profile.logit)
+    # The rest is the covariance term plus cross terms: one name for one quantity.
+    cross_terms = terms.rest - profile.covariance
+    assert not hasattr(terms, "covariance")
+    assert float(cross_terms.abs().max()) > 0.0
 
 
 def test_decay_summary_by_hand() -> None:
@@ -314,7 +318,7 @@ def test_decay_summary_by_hand() -> None:
     assert all(values.shape == (2, 2) for values in summary.values())
     logit = profile.logit[..., 1:3].mean(-1) - profile.logit[..., 5:9].mean(-1)
     torch.testing.assert_close(summary["logit"], logit)
-    torch.testing.assert_close(summary["mean_vector"] + summary["covariance"], summary["logit"])
+    torch.testing.assert_close(summary["mean_vector"] + summary["rest"], summary["logit"])
     ratio = profile.weight[..., 1:3].mean(-1) / profile.weight[..., 5:9].mean(-1)
     torch.testing.assert_close(summary["log_weight_ratio"], ratio.log())
     default = decay_summary(profile)  # near 1..4, far 4..8
@@ -336,7 +340,7 @@ def test_decay_numbers_round_trip() -> None:
     with pytest.raises(ValueError, match="unknown"):
         summary_from_numbers({**numbers, "layer 0 head 0: extra": 1.0})
     with pytest.raises(ValueError, match="missing"):
-        summary_from_numbers({k: v for k, v in numbers.items() if not k.endswith("covariance")})
+        summary_from_numbers({k: v for k, v in numbers.items() if not k.endswith("rest")})
     with pytest.raises(ValueError, match="not decay_numbers"):
         summary_from_numbers({"loss": 1.0})
 

@@ -17,7 +17,6 @@ from rope_lessons.corpus import CharCorpus
 from rope_lessons.experiments import (
     CHECKPOINTS,
     EVAL_SEED_OFFSET,
-    T_QUANTILE_975,
     RunResult,
     accuracy_by_length,
     compare_paired,
@@ -299,7 +298,7 @@ def test_paired_comparison_pairs_by_seed() -> None:
     assert paired.summary.mean == pytest.approx(0.1)
     assert paired.wins == 2
     assert str(paired).startswith("b - a, accuracy at length 16 (higher is better): +0.100")
-    assert str(paired).endswith("b better for 2 of 3 seeds")
+    assert str(paired).endswith("b better on 2 of 3 seeds: not resolved")
     with pytest.raises(ValueError, match="different seeds"):
         compare_paired(first, second[:2], metric(16))
     with pytest.raises(ValueError, match="was not evaluated at 32"):
@@ -336,9 +335,13 @@ def test_paired_comparison_names_the_metric_and_the_better_direction() -> None:
     paired = compare_paired(first, second, metric(16, "loss"))
     # the loss rose for two seeds: "larger for 2 of 3" used to read as a win
     assert paired.wins == 2 and paired.better == 1 and paired.lower_is_better
+    # differences (0.5, 0.5, -0.5): standard error 1/3, t(2) = 4.303, half-width 1.434
     assert str(paired) == (
-        "nope - rope, loss at length 16 (lower is better): +0.167 ± 0.333 "
-        "(standard error, n=3 paired seeds); nope better for 1 of 3 seeds"
+        "nope - rope, loss at length 16 (lower is better): +0.167 [-1.268, +1.601] (95%), "
+        "nope better on 1 of 3 seeds: not resolved"
+    )
+    assert paired.report(family=3).endswith(
+        "(95% for 3 comparisons), nope better on 1 of 3 seeds: not resolved"
     )
 
 
@@ -347,7 +350,7 @@ def test_paired_comparison_of_an_unnamed_value_says_what_it_does_not_know() -> N
     second = losses("b", {0: 2.5, 1: 1.0})
     paired = compare_paired(first, second, lambda r: r.metrics[16].loss)
     assert paired.better is None and "b - a, value: " in str(paired)
-    assert str(paired).endswith("larger for 1 of 2 seeds")
+    assert str(paired).endswith("larger on 1 of 2 seeds: not resolved")
     named = compare_paired(
         first, second, lambda r: r.metrics[16].loss, name="my loss", lower_is_better=True
     )
@@ -407,7 +410,9 @@ def test_paired_extras_and_independent_differences_carry_95_percent_intervals() 
     from rope_lessons.experiments import (
         RunResult,
         compare_extras,
+        compare_readings,
         difference_of_means,
+        paired_differences,
         t_quantile_975,
     )
 
@@ -418,23 +423,58 @@ def test_paired_extras_and_independent_differences_carry_95_percent_intervals() 
     paired = compare_extras(results, "a", "b")
     assert paired.summary.mean == pytest.approx(0.2)
     # sd of (0.1, 0.3, 0.2) is 0.1; t(2) = 4.303
-    assert paired.half_width == pytest.approx(4.303 * 0.1 / math.sqrt(3))
+    assert paired.half_width == pytest.approx(4.303 * 0.1 / math.sqrt(3), rel=1e-4)
     assert not paired.resolved and paired.better == 0
     assert compare_extras(results, "a", "a").summary.mean == 0.0
     with pytest.raises(ValueError, match="each seed once"):
         compare_extras(results + results[:1], "a", "b")
+    # any two readings of the same results, not only stored extras
+    readings = compare_readings(
+        results,
+        lambda r: 2 * r.extra["a"],
+        lambda r: r.extra["b"] + r.extra["a"],
+        names=("twice a", "a + b"),
+        metric="sum",
+    )
+    assert readings.differences == pytest.approx(paired.differences)
+    assert str(readings).startswith("a + b - twice a, sum (lower is better): +0.200")
+    with pytest.raises(ValueError, match="each seed once"):
+        compare_readings([], lambda r: 0.0, lambda r: 0.0)
+    # differences paired by something else than seeds: three passages of one model
+    passages = paired_differences(
+        [-0.2, -0.21, -0.19],
+        names=("a", "b"),
+        metric="loss",
+        lower_is_better=True,
+        unit="passages",
+    )
+    assert passages.seeds == (0, 1, 2) and passages.summary.mean == pytest.approx(-0.2)
+    assert passages.verdict().endswith("b better on 3 of 3 passages: resolved")
+    with pytest.raises(ValueError, match="at least one"):
+        paired_differences([], names=("a", "b"))
+    with pytest.raises(ValueError, match="2 differences but 1 seeds"):
+        paired_differences([0.1, 0.2], names=("a", "b"), seeds=[0])
     apart = difference_of_means([1.0, 1.1, 0.9], [2.0, 2.1, 1.9])
     assert apart.mean == pytest.approx(1.0) and apart.resolved
-    assert apart.half_width == pytest.approx(4.303 * math.sqrt(2 * 0.01 / 3))
-    assert t_quantile_975(0) == math.inf and t_quantile_975(100) == t_quantile_975(30)
+    assert apart.half_width == pytest.approx(4.303 * math.sqrt(2 * 0.01 / 3), rel=1e-4)
+    assert t_quantile_975(0) == math.inf
+    assert t_quantile_975(100) < t_quantile_975(30)  # no table: exact beyond 30 too
 
 
-def test_the_exact_t_quantile_gives_the_course_tables() -> None:
-    from rope_lessons.sweep import T_QUANTILE_999
+@pytest.mark.parametrize(
+    ("level", "df", "published"),
+    [  # printed tables of Student's t (two-sided), three decimals
+        (0.95, 1, 12.706), (0.95, 2, 4.303), (0.95, 4, 2.776), (0.95, 9, 2.262),
+        (0.95, 30, 2.042), (0.999, 1, 636.619), (0.999, 4, 8.610), (0.999, 30, 3.646),
+    ],
+)  # fmt: skip
+def test_the_exact_t_quantile_gives_the_printed_tables(
+    level: float, df: int, published: float
+) -> None:
+    assert t_quantile(level, df) == pytest.approx(published, abs=6e-4)
 
-    for df in range(1, 31):
-        assert t_quantile(0.95, df) == pytest.approx(T_QUANTILE_975[df - 1], abs=6e-4)
-        assert t_quantile(0.999, df) == pytest.approx(T_QUANTILE_999[df - 1], abs=6e-4)
+
+def test_the_t_quantile_for_a_family_and_for_no_degrees_of_freedom() -> None:
     # Bonferroni for eight comparisons at 4 degrees of freedom: 1 - 0.05/8 two-sided
     assert t_quantile(1 - 0.05 / 8, 4) == pytest.approx(5.26, abs=0.01)
     assert t_quantile(0.95, 0) == math.inf
@@ -466,3 +506,8 @@ def test_a_family_of_comparisons_widens_the_interval_and_the_verdict_says_so() -
     assert tie.verdict().endswith(": not resolved")
     with pytest.raises(ValueError, match="family"):
         c.interval(family=0)
+    # a family wide enough loses the verdict that one comparison alone has
+    assert c.resolved_for(1) and not c.resolved_for(10_000)
+    assert c.verdict(family=10_000).endswith(": not resolved")
+    alone = compare_paired(first[:1], second[:1], metric(64, "loss"))
+    assert alone.interval() == (-math.inf, math.inf) and not alone.resolved

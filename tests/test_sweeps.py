@@ -17,11 +17,10 @@ import torch
 from rope_lessons import experiments, synthetic
 from rope_lessons import rope as rope_module
 from rope_lessons import sweep as sweep_module
-from rope_lessons.experiments import PREFIX_STEPS, Run, RunResult, make_run, run_once
+from rope_lessons.experiments import PREFIX_STEPS, Run, RunResult, make_run, run_once, t_quantile
 from rope_lessons.sweep import (
     PREFIX_TOLERANCE,
     RESULTS_DIR,
-    T_QUANTILE_999,
     StoredSweep,
     Sweep,
     available,
@@ -152,7 +151,7 @@ def t_tail(t: float, df: int) -> float:
 
 @pytest.mark.parametrize("df", [1, 2, 3, 5, 9, 19, 30])
 def test_the_t_quantiles_leave_half_a_permille_in_each_tail(df: int) -> None:
-    assert t_tail(T_QUANTILE_999[df - 1], df) == pytest.approx(0.0005, rel=0.01)
+    assert t_tail(t_quantile(0.999, df), df) == pytest.approx(0.0005, rel=0.01)
 
 
 def test_the_prediction_interval_covers_new_seeds_as_promised() -> None:
