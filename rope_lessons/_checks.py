@@ -172,8 +172,21 @@ def check_positions(
         except RuntimeError:
             broadcast = None
         if broadcast != leading_shape:
+            looks_transposed = (
+                len(leading_shape) == 3
+                and len(shown) == 2
+                and shown[1] == leading_shape[1] != leading_shape[2]
+            )
+            hint = (
+                ": the features look like (batch, seq, heads, head_dim), Hugging Face's "
+                "layout before its transpose; transpose them to (batch, heads, seq, head_dim) "
+                "or pass seq_dim=1"
+                if looks_transposed
+                else ""
+            )
             raise ValueError(
-                f"{name} of shape {shown} do not broadcast to (..., seq) = {tuple(leading_shape)}"
+                f"{name} of shape {shown} do not broadcast to (..., seq) = "
+                f"{tuple(leading_shape)}{hint}"
             )
     return positions.to(torch.int64)
 

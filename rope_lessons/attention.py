@@ -45,7 +45,15 @@ Attention as used in inference (:func:`attention`):
   ``k_positions`` it follows the positions instead: key ``n`` is visible to
   query ``m`` iff ``k_position[n] <= q_position[m]`` (equal positions
   included). For default positions the two rules agree. A query that would
-  see no key at all is refused, rather than given an undefined output.
+  see no key at all is refused, rather than given an undefined output;
+* masks the caller gives: ``key_mask`` ``(B, T_k)``, True (or 1) for the keys
+  that are real tokens and False (0) for padding, as Hugging Face's
+  ``attention_mask``; and ``attn_mask``, broadcastable to ``(B, H, T_q,
+  T_k)``, boolean (True: may attend) or floating (added to the logits), as
+  PyTorch's ``scaled_dot_product_attention`` reads it. Both are combined with
+  the causal and local masks. A query left without any key by them (a padding
+  query in a left-padded row) gets the output 0 and weights 0, where a
+  softmax over nothing would give NaN.
 """
 
 from __future__ import annotations
@@ -464,6 +472,8 @@ def attention(
     return_weights: Literal[False] = ...,
     theta: torch.Tensor | None = ...,
     local: Local | None = ...,
+    key_mask: torch.Tensor | None = ...,
+    attn_mask: torch.Tensor | None = ...,
 ) -> torch.Tensor: ...
 
 
@@ -482,6 +492,8 @@ def attention(
     return_weights: Literal[True],
     theta: torch.Tensor | None = ...,
     local: Local | None = ...,
+    key_mask: torch.Tensor | None = ...,
+    attn_mask: torch.Tensor | None = ...,
 ) -> tuple[torch.Tensor, torch.Tensor]: ...
 
 
@@ -500,6 +512,8 @@ def attention(
     return_weights: bool,
     theta: torch.Tensor | None = ...,
     local: Local | None = ...,
+    key_mask: torch.Tensor | None = ...,
+    attn_mask: torch.Tensor | None = ...,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]: ...
 
 
@@ -517,6 +531,8 @@ def attention(
     return_weights: bool = False,
     theta: torch.Tensor | None = None,
     local: Local | None = None,
+    key_mask: torch.Tensor | None = None,
+    attn_mask: torch.Tensor | None = None,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     r"""Softmax attention :math:`o_m = \sum_n a_{mn} v_n` with RoPE at ``placement``.
 
@@ -564,6 +580,14 @@ def attention(
         local: restrict each query to nearby keys (a :class:`Local` window or
             chunk, by position as the causal mask is), on top of the causal
             mask. None: every key the causal mask allows.
+        key_mask: ``(B, T_k)`` boolean or 0/1 integer tensor, True (1) for the
+            keys to attend to and False (0) for padding: Hugging Face's
+            ``attention_mask``. Combined with every other mask.
+        attn_mask: broadcastable to ``(B, H, T_q, T_k)``: boolean (True: may
+            attend) or floating (added to the logits; ``-inf`` masks), as
+            ``scaled_dot_product_attention`` reads it. Combined with every
+            other mask. A query that ``key_mask`` and ``attn_mask`` leave
+            without a key gets output 0 and weights 0.
 
     Returns:
         The output ``(B, H, T_q, Dv)``, and with ``return_weights`` the
@@ -598,19 +622,103 @@ def attention(
             + (", with the positions given" if rotary.by_position else "")
             + "; its output would be undefined"
         )
+    given = _given_mask(key_mask, attn_mask, q.shape[0], heads, q_len, k_len, q.device)
+    dead = None  # (B|1, H|1, T_q): queries the given masks leave without a key
+    if given is not None:
+        if mask is None and causal:
+            mask = rotary.visible(q_len, k_len, heads, q.device)
+        mask, dead = _merged(mask, given)
     q, k, v = rotary.inputs(q, k, v)
+    if mask is not None and mask.is_floating_point():
+        mask = mask.to(q.dtype)
     if return_weights:
         k, v = _repeat_heads(k, v, heads)
         scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, T_q, T_k)
-        if mask is not None:
+        if mask is not None and mask.is_floating_point():
+            scores = scores + mask
+        elif mask is not None:
             scores = scores.masked_fill(~mask, float("-inf"))
         elif causal:
             seq_len = q.shape[-2]
             future = torch.ones(seq_len, seq_len, dtype=torch.bool, device=q.device).triu(1)
             scores = scores.masked_fill(future, float("-inf"))
         weights = scores.softmax(dim=-1)
+        if dead is not None:
+            weights = weights.masked_fill(dead[..., None], 0.0)
         out = weights @ v  # (B, H, T_q, Dv)
     else:
         out = _attend(q, k, v, mask, causal and mask is None)
+        if dead is not None:
+            out = out.masked_fill(dead[..., None], 0.0)
     out = rotary.output(out)
     return (out, weights) if return_weights else out
+
+
+def _given_mask(
+    key_mask: torch.Tensor | None,
+    attn_mask: torch.Tensor | None,
+    batch: int,
+    heads: int,
+    q_len: int,
+    k_len: int,
+    device: torch.device,
+) -> torch.Tensor | None:
+    """``key_mask`` and ``attn_mask`` checked and combined: None, a boolean mask or an
+    additive float64 one, broadcastable to ``(B, H, T_q, T_k)``."""
+    combined: torch.Tensor | None = None
+    if key_mask is not None:
+        if not isinstance(key_mask, torch.Tensor) or key_mask.is_floating_point():
+            raise TypeError("key_mask must be a boolean or 0/1 integer tensor (B, T_k)")
+        if tuple(key_mask.shape) != (batch, k_len):
+            raise ValueError(
+                f"key_mask must have shape (B, T_k) = ({batch}, {k_len}), "
+                f"got {tuple(key_mask.shape)}"
+            )
+        if key_mask.dtype != torch.bool:
+            if not bool(((key_mask == 0) | (key_mask == 1)).all()):
+                raise ValueError("an integer key_mask must hold only 0 (padding) and 1")
+            key_mask = key_mask == 1
+        combined = key_mask.to(device)[:, None, None, :]  # (B, 1, 1, T_k)
+    if attn_mask is not None:
+        if not isinstance(attn_mask, torch.Tensor):
+            raise TypeError(f"attn_mask must be a torch.Tensor, got {type(attn_mask).__name__}")
+        if attn_mask.dtype != torch.bool and not attn_mask.is_floating_point():
+            raise TypeError(
+                f"attn_mask must be boolean or floating (additive), got {attn_mask.dtype}"
+            )
+        try:
+            torch.broadcast_shapes(attn_mask.shape, (batch, heads, q_len, k_len))
+        except RuntimeError:
+            raise ValueError(
+                f"attn_mask {tuple(attn_mask.shape)} does not broadcast to (B, H, T_q, T_k) = "
+                f"{(batch, heads, q_len, k_len)}"
+            ) from None
+        if attn_mask.is_floating_point() and bool(attn_mask.isnan().any()):
+            raise ValueError("attn_mask holds NaN")
+        attn_mask = attn_mask.to(device)
+        combined = attn_mask if combined is None else _combined(combined, attn_mask)
+    return combined
+
+
+def _combined(mask: torch.Tensor | None, given: torch.Tensor) -> torch.Tensor:
+    """A boolean ``mask`` (or None) and a boolean or additive ``given`` mask as one."""
+    if given.dtype == torch.bool:
+        return given if mask is None else mask & given
+    additive = given.double()
+    return additive if mask is None else torch.where(mask, additive, -math.inf)
+
+
+def _merged(
+    mask: torch.Tensor | None, given: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``mask`` (boolean, or None) and a given mask (boolean or additive) as one, and the
+    queries left without a key, whose rows are opened so that no softmax sees only
+    ``-inf`` (their outputs are set to 0 afterwards)."""
+    merged = _combined(mask, given)
+    alive = merged.any(-1) if merged.dtype == torch.bool else (merged > -math.inf).any(-1)
+    if bool(alive.all()):
+        return merged, None
+    dead = ~alive
+    if merged.dtype == torch.bool:
+        return merged | dead[..., None], dead
+    return merged.masked_fill(dead[..., None], 0.0), dead

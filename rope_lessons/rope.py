@@ -31,12 +31,14 @@ Shapes used in the docstrings:
 
 Positions and axes, the one place where they are settled:
 
-* features are ``(..., T, d)``: the sequence is always the second-to-last
-  axis. A tensor laid out ``(B, T, H, D)`` (Hugging Face's layout before its
-  ``transpose(1, 2)``) is accepted without error, because every shape is a
-  valid ``(..., T, d)``, but it is read with the *heads* as the sequence:
-  head ``h`` is turned by position ``h``, and all tokens of a sequence by the
-  same angles. Transpose it to ``(B, H, T, D)`` first;
+* features are ``(..., T, d)``: the sequence is the second-to-last axis
+  unless ``seq_dim=`` says otherwise. A tensor laid out ``(B, T, H, D)``
+  (Hugging Face's layout before its ``transpose(1, 2)``) needs ``seq_dim=1``
+  (:func:`apply_rope`, :meth:`Rope.apply`) or a transpose. Without either it
+  would be read with the *heads* as the sequence (head ``h`` turned by
+  position ``h``); that is refused where it can be seen, when 2-D positions
+  ``(B, T)`` come with it, and cannot be seen otherwise, since every shape is
+  a valid ``(..., T, d)``;
 * positions broadcast to ``(..., T)`` by NumPy's rules, with one exception
   for attention-shaped features ``(B, H, T, d)``: a 2-D position tensor is
   read as ``(B, T)``, one row per batch element (Hugging Face's
@@ -50,7 +52,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -510,6 +512,7 @@ def apply_rope(
     layout: Layout = "interleaved",
     p: float = 1.0,
     theta: torch.Tensor | None = None,
+    seq_dim: int = -2,
 ) -> torch.Tensor:
     r"""Rotate the last dimension of ``x`` by :math:`R_m` at each position ``m``.
 
@@ -529,6 +532,10 @@ def apply_rope(
         theta: custom per-pair frequencies ``(d/2,)`` (see :func:`resolve_theta`);
             overrides ``base`` and ``p``, which must then keep their defaults
             (another value is refused, not ignored).
+        seq_dim: the axis of the positions, ``-2`` by default; ``1`` for
+            ``(B, T, H, d)`` features (Hugging Face's projections before their
+            transpose, xformers' BMHK), which are then rotated in place of
+            transposing them; ``positions`` are as for ``(B, H, T, d)``.
 
     Returns:
         Tensor of the shape and dtype of ``x``. The angles are formed in
@@ -538,9 +545,33 @@ def apply_rope(
     x = check_features(x)
     layout = check_layout(layout)
     key = _theta_key(x.shape[-1], check_base(base), check_fraction(p), theta)
+    return _along(x, seq_dim, lambda seq_last: _checked_kernel(seq_last, positions, key, layout))
+
+
+def _checked_kernel(
+    x: torch.Tensor, positions: torch.Tensor | None, theta_key: tuple[float, ...], layout: Layout
+) -> torch.Tensor:
+    """:func:`_rope_kernel` after checking ``positions`` against ``x`` ``(..., T, d)``."""
     if positions is not None:
         positions = check_positions(positions, x.shape[:-1])
-    return _rope_kernel(x, positions, key, layout)
+    return _rope_kernel(x, positions, theta_key, layout)
+
+
+def _along(
+    x: torch.Tensor, seq_dim: int, rotate_seq_last: Callable[[torch.Tensor], torch.Tensor]
+) -> torch.Tensor:
+    """``rotate_seq_last`` applied with the sequence on axis ``seq_dim`` of ``x`` moved
+    next to the features, and moved back."""
+    if isinstance(seq_dim, bool) or not isinstance(seq_dim, int):
+        raise TypeError(f"seq_dim must be an int, got {seq_dim!r}")
+    if not -x.ndim <= seq_dim < x.ndim:
+        raise ValueError(f"seq_dim = {seq_dim} is not an axis of x {tuple(x.shape)}")
+    axis = seq_dim % x.ndim
+    if axis == x.ndim - 1:
+        raise ValueError("seq_dim cannot be the last axis: it holds the features")
+    if axis == x.ndim - 2:
+        return rotate_seq_last(x)
+    return rotate_seq_last(x.movedim(axis, -2)).movedim(-2, axis)
 
 
 def _rope_kernel(
@@ -830,6 +861,31 @@ class Rope:
         spec._settle(checked, layout, attention_factor, None, None)
         return spec
 
+    @classmethod
+    def from_hf(
+        cls,
+        config: Any,
+        layer_type: str | None = None,
+        *,
+        seq_len: int | None = None,
+        layout: Layout = "half",
+    ) -> Rope:
+        """The spec of a Hugging Face configuration (object or dict): transformers'
+        frequencies and attention factor for its ``rope_type``, in the half layout
+        by default. See :func:`rope_lessons.hf.rope_from_hf` for the arguments and
+        for HF partial rotary (the spec then covers the rotary slice only)."""
+        from rope_lessons.hf import rope_from_hf  # imported here: hf builds on this module
+
+        return rope_from_hf(config, layer_type, seq_len=seq_len, layout=layout)
+
+    def to_hf(self) -> dict[str, Any]:
+        """``rope_parameters`` for this spec where the map is one-to-one (RoPE's ladder:
+        ``"default"``, or ``"proportional"`` for p-RoPE); see
+        :func:`rope_lessons.hf.rope_to_hf`."""
+        from rope_lessons.hf import rope_to_hf  # imported here: hf builds on this module
+
+        return rope_to_hf(self)
+
     def _settle(
         self,
         theta: torch.Tensor,
@@ -880,18 +936,23 @@ class Rope:
         """The frequencies, float64 ``(d/2,)`` (a copy: the spec cannot be changed)."""
         return self._theta.clone()
 
-    def apply(self, x: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
+    def apply(
+        self, x: torch.Tensor, positions: torch.Tensor | None = None, *, seq_dim: int = -2
+    ) -> torch.Tensor:
         """:math:`R_m x` at every position (:func:`apply_rope` with this spec).
 
         Args:
             x: ``(..., T, d)`` with ``d`` equal to :attr:`dim`.
             positions: integer positions broadcastable to ``(..., T)``; default ``arange(T)``.
+            seq_dim: the axis of the positions; ``1`` for ``(B, T, H, d)`` features
+                (see :func:`apply_rope`).
         """
         x = check_features(x)
         self.check_dim(x.shape[-1], "the last dimension of x")
-        if positions is not None:
-            positions = check_positions(positions, x.shape[:-1])
-        return _rope_kernel(x, positions, self._values, self.layout)
+        values, layout = self._values, self.layout
+        return _along(
+            x, seq_dim, lambda seq_last: _checked_kernel(seq_last, positions, values, layout)
+        )
 
     def check_dim(self, dim: int, what: str) -> None:
         """Refuse vectors whose dimension ``dim`` (named ``what``) is not :attr:`dim`."""
@@ -905,6 +966,51 @@ class Rope:
         """:meth:`apply` without its checks: ``x`` ``(..., T, d)`` with ``d`` = :attr:`dim`,
         ``positions`` None or as :func:`~rope_lessons._checks.check_positions` returns them."""
         return _rope_kernel(x, positions, self._values, self.layout)
+
+    def cos_sin(
+        self,
+        positions: torch.Tensor,
+        *,
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | str | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        r"""Hugging Face-shaped tables: ``cos`` and ``sin`` of shape ``(..., d)``.
+
+        What a transformers rotary embedding returns for ``position_ids`` of the
+        same shape (``(B, T)`` there), so that the spec can stand in for one: each
+        pair's angle :math:`m\theta_k` written to both of its features (the half
+        layout concatenates the ``d/2`` angles twice, the interleaved layout
+        repeats each one), and the attention factor multiplied in, as transformers
+        multiplies it in (so that ``q * cos + rotate_half(q) * sin`` scales the
+        queries by it). :meth:`apply` instead leaves the factor to the attention.
+
+        The angles are formed in float64 and rounded once, to ``dtype``.
+        transformers forms them in float32 (``inv_freq`` and ``inv_freq @
+        position_ids``), so its tables differ from these by a few float32
+        spacings of the angle, which grow with the position: measured against a
+        Llama rotary embedding (bases 1e4 to 1e6, ``d = 128``), about 4e-4 for
+        positions below 5000 and 6e-3 below 80,000 (kernels differ in the last
+        bits). A port test at ``atol=1e-5`` sees that difference; these tables
+        are the accurate ones.
+
+        Args:
+            positions: integer tensor of any shape, e.g. ``(T,)`` or ``(B, T)``.
+            dtype: the tables' dtype.
+            device: default that of ``positions``.
+
+        Returns:
+            ``(cos, sin)``, each ``positions.shape + (d,)``.
+        """
+        if not isinstance(positions, torch.Tensor) or positions.is_floating_point():
+            raise TypeError("positions must be an integer tensor")
+        device = positions.device if device is None else torch.device(device)
+        angles = rotation_angles(positions.to(device), self.dim, theta=self._theta)  # (..., d/2)
+        if self.layout == "half":
+            angles = torch.cat((angles, angles), -1)
+        else:
+            angles = angles.repeat_interleave(2, -1)
+        factor = self.attention_factor
+        return (angles.cos() * factor).to(dtype), (angles.sin() * factor).to(dtype)
 
     def angles(self, positions: torch.Tensor) -> torch.Tensor:
         r"""The angles :math:`m\theta_k`, float64 ``(..., d/2)``, for integer positions."""

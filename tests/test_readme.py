@@ -36,6 +36,8 @@ def test_readme_experiment_examples_run() -> None:
     assert isinstance(step, torch.Tensor) and step.shape == (2, 8, 1, 64)
     assert isinstance(placed, torch.Tensor)
     torch.testing.assert_close(placed, step)
+    cos = namespace["cos"]  # transformers-shaped tables from a Hugging Face config
+    assert isinstance(cos, torch.Tensor) and cos.shape == (2, 128, 64)
     comparison = namespace["comparison"]
     assert isinstance(comparison, PairedComparison) and comparison.seeds == (0, 1)
     assert comparison.metric == "loss at length 128" and comparison.lower_is_better

@@ -681,3 +681,25 @@ def test_bad_rope_specs_are_refused(
 ) -> None:
     with pytest.raises(error, match=match):
         build()
+
+
+def test_seq_dim_reads_batch_seq_heads_features_right() -> None:
+    """(B, T, H, d), Hugging Face's projections before their transpose: seq_dim=1 rotates
+    them as the transposed (B, H, T, d); without it, 2-D positions are refused with a
+    message that names the layout."""
+    x = torch.randn(2, 10, 4, 8, generator=torch.Generator().manual_seed(0))  # (B, T, H, d)
+    positions = torch.arange(10) + torch.tensor([[0], [7]])  # (B, T)
+    spec = Rope(8, layout="half")
+    expected = spec.apply(x.transpose(1, 2), positions).transpose(1, 2)
+    assert torch.equal(spec.apply(x, positions, seq_dim=1), expected)
+    assert torch.equal(apply_rope(x, positions, layout="half", seq_dim=1), expected)
+    assert torch.equal(spec.apply(x, seq_dim=1), spec.apply(x.transpose(1, 2)).transpose(1, 2))
+    assert torch.equal(spec.apply(x, positions, seq_dim=-3), expected)
+    with pytest.raises(ValueError, match=r"look like \(batch, seq, heads, head_dim\)"):
+        spec.apply(x, positions)
+    with pytest.raises(ValueError, match="cannot be the last axis"):
+        spec.apply(x, seq_dim=-1)
+    with pytest.raises(ValueError, match="is not an axis"):
+        apply_rope(x, seq_dim=4)
+    with pytest.raises(TypeError, match="seq_dim must be an int"):
+        apply_rope(x, seq_dim=1.0)  # type: ignore[arg-type]

@@ -1,0 +1,377 @@
+r"""From a Hugging Face model configuration to a :class:`~rope_lessons.rope.Rope`.
+
+transformers describes a model's RoPE in its configuration: ``rope_parameters``
+(transformers 5: ``rope_type``, ``rope_theta`` and the type's own fields, or one
+such mapping per layer type where layer types differ, as in Gemma) or, in
+older configurations, ``rope_theta`` beside a ``rope_scaling`` mapping; the
+head dimension (``head_dim``, else ``hidden_size // num_attention_heads``);
+``partial_rotary_factor``; and ``max_position_embeddings``. :func:`rope_from_hf`
+(also :meth:`Rope.from_hf <rope_lessons.rope.Rope.from_hf>`) reads either form,
+from a configuration object or a plain dict such as a model's ``config.json``,
+and builds the spec whose frequencies and attention factor are those of
+transformers' ``ROPE_INIT_FUNCTIONS`` for the same configuration, computed in
+float64 by the course's own formulas (:func:`~rope_lessons.rope.frequencies`,
+:func:`~rope_lessons.extension.scaled_frequencies`).
+
+Two different things are called "partial" (chapter 5):
+
+* **HF partial rotary** (``partial_rotary_factor`` with every type but
+  ``"proportional"``; GPT-NeoX, Phi, Qwen3-Next): only the leading
+  ``int(head_dim * factor)`` features of each head rotate, on a ladder
+  recomputed for that smaller dimension. :func:`rope_from_hf` returns the
+  spec of that rotary slice (its ``dim`` is the rotary dimension, not the
+  head's) and :func:`hf_rotary_dim` says how many features it covers: rotate
+  ``x[..., :rotary_dim]`` with it and pass the rest through, as transformers'
+  ``apply_rotary_pos_emb`` does.
+* **p-RoPE** (``rope_type="proportional"``, Gemma 4's full-attention layers):
+  the whole head keeps RoPE's ladder for ``head_dim``, and all pairs but the
+  fastest fraction get frequency 0. The spec covers the whole head.
+
+Hugging Face models use the half (``rotate_half``) layout, which is therefore
+the default here; a model whose code rotates interleaved pairs (DeepSeek-V4,
+Meta's original Llama) needs ``layout="interleaved"``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from rope_lessons.extension import scaled_frequencies
+from rope_lessons.rope import Layout, Rope, frequencies
+
+HF_ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "longrope", "llama3", "proportional")
+"""The ``rope_type`` values of transformers' ``ROPE_INIT_FUNCTIONS`` (and "default")."""
+
+_COMMON_FIELDS = frozenset({"rope_type", "type", "rope_theta", "partial_rotary_factor"})
+_TYPE_FIELDS: dict[str, frozenset[str]] = {
+    "default": frozenset(),
+    "linear": frozenset({"factor"}),
+    "dynamic": frozenset({"factor", "original_max_position_embeddings"}),
+    "yarn": frozenset(
+        {
+            "factor",
+            "attention_factor",
+            "beta_fast",
+            "beta_slow",
+            "mscale",
+            "mscale_all_dim",
+            "original_max_position_embeddings",
+            "truncate",
+        }
+    ),
+    "longrope": frozenset(
+        {
+            "factor",
+            "attention_factor",
+            "long_factor",
+            "short_factor",
+            "original_max_position_embeddings",
+        }
+    ),
+    "llama3": frozenset(
+        {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}
+    ),
+    "proportional": frozenset({"factor"}),
+}
+
+
+def _get(config: Any, name: str) -> Any:
+    """A field of a configuration object or dict; None when it is absent (or, on a
+    configuration whose layers differ, when it must be read from one layer's)."""
+    if isinstance(config, Mapping):
+        return config.get(name)
+    try:
+        return getattr(config, name, None)
+    except Exception:  # transformers refuses per-layer fields on a heterogeneous config
+        return None
+
+
+def _for_layer_type(config: Any, layer_type: str | None) -> Any:
+    """The configuration that holds ``layer_type``'s fields: ``per_layer_config[layer_type]``
+    of a configuration object (Gemma 4), or a dict with the overrides that a
+    ``config.json`` keeps under the index of the first layer of that type."""
+    per_layer = _get(config, "per_layer_config")
+    if layer_type is None or per_layer is None:
+        return config
+    if not isinstance(per_layer, Mapping):
+        try:
+            return per_layer[layer_type]
+        except (KeyError, IndexError, TypeError, ValueError):
+            return config
+    layer_types = list(_get(config, "layer_types") or [])
+    if not isinstance(config, Mapping) or layer_type not in layer_types:
+        return config
+    index = layer_types.index(layer_type)
+    overrides = per_layer.get(str(index), per_layer.get(index, {}))
+    return {**config, **_as_dict(overrides, "per_layer_config entry")}
+
+
+def _as_dict(value: Any, what: str) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{what} must be a mapping, got {type(value).__name__}")
+    return dict(value)
+
+
+def hf_rope_parameters(config: Any, layer_type: str | None = None) -> dict[str, Any]:
+    """The RoPE parameters of ``config`` in transformers 5's ``rope_parameters`` form.
+
+    Reads ``rope_parameters`` (for ``layer_type`` when it holds one mapping per
+    layer type) or the older ``rope_theta`` + ``rope_scaling`` (whose
+    ``type`` is read as ``rope_type``); a top-level ``partial_rotary_factor``
+    is added where the parameters do not give one.
+
+    Raises:
+        ValueError: a per-layer-type configuration without ``layer_type`` (or
+            with one it does not have), a ``layer_type`` for a configuration
+            that has only one set of parameters, or no ``rope_theta``.
+    """
+    parameters = _get(config, "rope_parameters")
+    if parameters is None:
+        scaling = _get(config, "rope_scaling")
+        parameters = {**_as_dict(scaling, "rope_scaling")} if scaling is not None else {}
+        if _get(config, "rope_theta") is not None:
+            parameters.setdefault("rope_theta", _get(config, "rope_theta"))
+    parameters = _as_dict(parameters, "rope_parameters")
+    per_layer = bool(parameters) and all(isinstance(v, Mapping) for v in parameters.values())
+    if per_layer:
+        if layer_type is None:
+            raise ValueError(
+                f"this configuration has RoPE parameters per layer type {sorted(parameters)}: "
+                "give layer_type="
+            )
+        if layer_type not in parameters:
+            raise ValueError(
+                f"layer_type {layer_type!r} is not one of this configuration's {sorted(parameters)}"
+            )
+        parameters = _as_dict(parameters[layer_type], f"rope_parameters[{layer_type!r}]")
+    elif layer_type is not None:
+        raise ValueError(
+            f"layer_type={layer_type!r} given, but this configuration has one set of RoPE "
+            "parameters for every layer"
+        )
+    if "type" in parameters and "rope_type" not in parameters:
+        parameters["rope_type"] = parameters["type"]
+    parameters.pop("type", None)
+    parameters.setdefault("rope_type", "default")
+    if "partial_rotary_factor" not in parameters and _get(config, "partial_rotary_factor"):
+        parameters["partial_rotary_factor"] = _get(config, "partial_rotary_factor")
+    if parameters.get("rope_theta") is None:
+        raise ValueError("the configuration gives no rope_theta (the base)")
+    return parameters
+
+
+def hf_head_dim(config: Any, layer_type: str | None = None) -> int:
+    """The head dimension transformers uses: ``head_dim`` (of the layer type's own
+    configuration where layers differ), else ``hidden_size // num_attention_heads``."""
+    source = _for_layer_type(config, layer_type)
+    head_dim = _get(source, "head_dim")
+    if head_dim is None:
+        hidden, heads = _get(source, "hidden_size"), _get(source, "num_attention_heads")
+        if hidden is None or heads is None:
+            raise ValueError(
+                "the configuration gives neither head_dim nor hidden_size and num_attention_heads"
+            )
+        head_dim = int(hidden) // int(heads)
+    return int(head_dim)
+
+
+def hf_rotary_dim(config: Any, layer_type: str | None = None) -> int:
+    """How many leading features of each head rotate: ``int(head_dim * partial_rotary_factor)``
+    for HF partial rotary, the whole head otherwise (p-RoPE's ``"proportional"`` included)."""
+    parameters = hf_rope_parameters(config, layer_type)
+    head_dim = hf_head_dim(config, layer_type)
+    if parameters["rope_type"] == "proportional":
+        return head_dim
+    return int(head_dim * float(parameters.get("partial_rotary_factor", 1.0)))
+
+
+def rope_from_hf(
+    config: Any,
+    layer_type: str | None = None,
+    *,
+    seq_len: int | None = None,
+    layout: Layout = "half",
+) -> Rope:
+    """The :class:`~rope_lessons.rope.Rope` of a Hugging Face configuration (see the module).
+
+    Args:
+        config: a transformers configuration object or a plain dict.
+        layer_type: for configurations with RoPE parameters per layer type
+            (``"full_attention"``, ``"sliding_attention"``, ...).
+        seq_len: the sequence length, for ``"dynamic"`` (whose frequencies
+            change beyond ``max_position_embeddings``) and ``"longrope"``
+            (long factors beyond ``original_max_position_embeddings``);
+            refused for the other types.
+        layout: ``"half"`` (transformers' ``rotate_half``) or ``"interleaved"``.
+
+    Returns:
+        A spec whose ``theta`` and ``attention_factor`` equal what
+        ``ROPE_INIT_FUNCTIONS[rope_type](config, seq_len=seq_len)`` returns, to
+        transformers' float32 rounding; of dimension :func:`hf_rotary_dim`.
+
+    Raises:
+        ValueError: an unknown ``rope_type``, a field the type does not read
+            (named; multimodal sections such as ``mrope_section`` among them),
+            or a missing one.
+    """
+    parameters = hf_rope_parameters(config, layer_type)
+    rope_type = str(parameters["rope_type"])
+    if rope_type not in HF_ROPE_TYPES:
+        raise ValueError(f"rope_type {rope_type!r} is not one of {HF_ROPE_TYPES}")
+    unknown = sorted(set(parameters) - _COMMON_FIELDS - _TYPE_FIELDS[rope_type])
+    if unknown:
+        raise ValueError(f"rope_type {rope_type!r} does not read {unknown}: not supported here")
+    if seq_len is not None and rope_type not in ("dynamic", "longrope"):
+        raise ValueError(f"seq_len is read only by 'dynamic' and 'longrope', not {rope_type!r}")
+    base = float(parameters["rope_theta"])
+    head_dim = hf_head_dim(config, layer_type)
+    dim = hf_rotary_dim(config, layer_type)
+    max_positions = _get(_for_layer_type(config, layer_type), "max_position_embeddings")
+
+    def original_length() -> int:
+        value = parameters.get("original_max_position_embeddings") or max_positions
+        if value is None:
+            raise ValueError(f"{rope_type!r} needs original_max_position_embeddings")
+        return int(value)
+
+    if rope_type == "default":
+        return Rope(dim, base, layout)
+    if rope_type == "proportional":
+        kept = int(float(parameters.get("partial_rotary_factor", 1.0)) * head_dim // 2)
+        theta = frequencies(head_dim, base)
+        theta[kept:] = 0.0
+        return Rope.from_theta(theta / float(parameters.get("factor", 1.0)), layout)
+    if rope_type == "longrope":
+        return _longrope(parameters, dim, base, original_length(), max_positions, seq_len, layout)
+    if rope_type == "linear":
+        return scaled_frequencies(
+            dim,
+            "linear",
+            factor=float(parameters["factor"]),
+            original_length=1,  # position interpolation does not read the trained length
+            base=base,
+            layout=layout,
+        )
+    if rope_type == "llama3":
+        return scaled_frequencies(
+            dim,
+            "llama3",
+            factor=float(parameters["factor"]),
+            original_length=original_length(),
+            base=base,
+            low_freq_factor=float(parameters["low_freq_factor"]),
+            high_freq_factor=float(parameters["high_freq_factor"]),
+            layout=layout,
+        )
+    if rope_type == "dynamic":
+        if max_positions is None:
+            raise ValueError("'dynamic' needs max_position_embeddings")
+        length = max(int(seq_len or max_positions), int(max_positions))
+        return scaled_frequencies(
+            dim,
+            "dynamic",
+            factor=float(parameters["factor"]),
+            original_length=int(max_positions),
+            base=base,
+            length=length,
+            layout=layout,
+        )
+    return _yarn(parameters, dim, base, original_length(), max_positions, layout)
+
+
+def _yarn(
+    parameters: dict[str, Any],
+    dim: int,
+    base: float,
+    original_length: int,
+    max_positions: Any,
+    layout: Layout,
+) -> Rope:
+    """YaRN as transformers reads its parameters (a missing factor is the length ratio)."""
+    factor = parameters.get("factor")
+    if factor is None:
+        factor = int(max_positions) / original_length
+    attention_factor = parameters.get("attention_factor")
+    mscale, mscale_all_dim = parameters.get("mscale"), parameters.get("mscale_all_dim")
+    if attention_factor is None and not (mscale and mscale_all_dim):
+        mscale = mscale_all_dim = None  # transformers uses 0.1 ln s + 1 then
+    return scaled_frequencies(
+        dim,
+        "yarn",
+        factor=float(factor),
+        original_length=original_length,
+        base=base,
+        beta_fast=float(parameters.get("beta_fast") or 32.0),
+        beta_slow=float(parameters.get("beta_slow") or 1.0),
+        truncate=bool(parameters.get("truncate", True)),
+        mscale=None if attention_factor is not None else mscale,
+        mscale_all_dim=None if attention_factor is not None else mscale_all_dim,
+        attention_factor=None if attention_factor is None else float(attention_factor),
+        layout=layout,
+    )
+
+
+def _longrope(
+    parameters: dict[str, Any],
+    dim: int,
+    base: float,
+    original_length: int,
+    max_positions: Any,
+    seq_len: int | None,
+    layout: Layout,
+) -> Rope:
+    """LongRoPE (Phi-3): RoPE's ladder divided pair by pair by the short or long factors."""
+    factor = parameters.get("factor")
+    if factor is None:
+        factor = int(max_positions) / original_length
+    attention_factor = parameters.get("attention_factor")
+    if attention_factor is None:
+        attention_factor = (
+            1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(original_length))
+        )
+    long = seq_len is not None and seq_len > original_length
+    rescale = torch.tensor(
+        parameters["long_factor" if long else "short_factor"], dtype=torch.float64
+    )
+    if rescale.shape != (dim // 2,):
+        raise ValueError(
+            f"{'long' if long else 'short'}_factor must hold {dim // 2} values (one per pair), "
+            f"got shape {tuple(rescale.shape)}"
+        )
+    return Rope.from_theta(
+        frequencies(dim, base) / rescale, layout, attention_factor=float(attention_factor)
+    )
+
+
+def rope_to_hf(spec: Rope) -> dict[str, Any]:
+    """``rope_parameters`` for ``spec``, where one exists: the inverse of :func:`rope_from_hf`.
+
+    A spec built from RoPE's ladder maps to ``"default"`` (``p = 1``) or to
+    ``"proportional"`` with ``partial_rotary_factor = p`` (p-RoPE, Gemma 4), so
+    that ``rope_from_hf({"head_dim": spec.dim, "rope_parameters": rope_to_hf(spec)})``
+    is ``spec`` again in the half layout. A configuration does not record the
+    layout (that is in a model's code), so an interleaved spec maps to the same
+    parameters.
+
+    Raises:
+        ValueError: for a spec of custom frequencies (a context-extension table
+            has several configurations that give it, or none), or with an
+            attention factor other than 1.
+    """
+    if spec.base is None or spec.p is None:
+        raise ValueError(
+            "this spec was built from its frequencies (Rope.from_theta, or an extension "
+            "method): they do not determine one rope_parameters; keep the configuration "
+            "it came from"
+        )
+    if spec.attention_factor != 1.0:
+        raise ValueError(
+            f"attention factor {spec.attention_factor:g}: 'default' and 'proportional' have none"
+        )
+    if spec.p == 1.0:
+        return {"rope_type": "default", "rope_theta": spec.base}
+    return {"rope_type": "proportional", "rope_theta": spec.base, "partial_rotary_factor": spec.p}
