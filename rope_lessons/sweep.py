@@ -91,7 +91,9 @@ from rope_lessons.experiments import (
     PREFIX_STEPS,
     Run,
     RunResult,
+    Summary,
     checkpoint_step,
+    metric_by_length,
     run_once,
     t_quantile,
 )
@@ -531,6 +533,47 @@ class StoredSweep:
         done = {(r.label, r.seed) for r in self.stored}
         return all((label, s) in done for label in self.sweep.labels for s in self.sweep.seeds)
 
+    def table(self, name: str | None = None) -> dict[str, dict[int, Summary]]:
+        """Each variant's held-out metric at each evaluation length, over its stored seeds.
+
+        Args:
+            name: a metric of :data:`~rope_lessons.experiments.METRIC_NAMES`; default
+                each run's own (:meth:`Run.metric <rope_lessons.experiments.Run.metric>`:
+                loss for a corpus, accuracy for a task).
+
+        Returns:
+            ``{label: {length: Summary}}`` in the sweep's order, plain dicts (no pandas);
+            variants with no stored result are left out.
+        """
+        table: dict[str, dict[int, Summary]] = {}
+        for run in self.sweep.runs:
+            results = self.results(run.label)
+            if results:
+                metric_name = name if name is not None else run.metric(run.eval_lens[0]).name
+                table[run.label] = metric_by_length(results, metric_name)
+        return table
+
+    def format_table(self, name: str | None = None) -> str:
+        """:meth:`table` as plain text: a row per variant, a column per evaluation length,
+        each cell the mean ± the seeds' standard deviation (3 decimals)."""
+        table = self.table(name)
+        lengths = sorted({length for row in table.values() for length in row})
+        width = max([len("variant"), *(len(label) for label in table)])
+        metric_names = {
+            name if name is not None else run.metric(run.eval_lens[0]).name
+            for run in self.sweep.runs
+            if run.label in table
+        }
+        lines = [
+            f"{self.sweep.name}: {', '.join(sorted(metric_names))}, mean ± standard deviation "
+            "over the stored seeds",
+            f"{'variant':<{width}}" + "".join(f"{f'length {n}':>17}" for n in lengths),
+        ]
+        for label, row in table.items():
+            cells = [f"{row[n].mean:.3f} ± {row[n].std:.3f}" if n in row else "-" for n in lengths]
+            lines.append(f"{label:<{width}}" + "".join(f"{cell:>17}" for cell in cells))
+        return "\n".join(lines)
+
     def describe(self) -> str:
         """A few lines: what, how many seeds, on which device, when, from which commit."""
         devices = sorted({f"{r['device']} ({r['cpu_capability']})" for r in self.records})
@@ -838,18 +881,23 @@ def pending_runs(
     return _pending(sweep, chosen, found[0]["results"] if found else [])
 
 
-# Steps trained to measure a machine's throughput for --dry-run.
-TIMING_STEPS = 5
+# Steps trained to measure a machine's throughput for --dry-run, after a warm-up run.
+TIMING_STEPS = 25
 
 
 def measure_throughput(
     sweep: Sweep, device: torch.device | str = "cpu", steps: int = TIMING_STEPS
 ) -> float:
-    """Cost units (:attr:`Run.cost`, tokens) per second of the sweep's cheapest run on
-    ``device``, from its first ``steps`` steps and one evaluation: a rough measure that
-    includes building the model and the first calls' warm-up, so it errs slow."""
+    """Cost units (:attr:`Run.cost`: tokens, a training token counting three, an evaluated
+    one one) per second of the sweep's cheapest run on ``device``.
+
+    Times its first ``steps`` training steps and one evaluation, after an untimed
+    warm-up run of a few steps (caches, kernels, the first allocations), so that only
+    building the model remains as overhead and the estimate errs a little slow.
+    """
     run, seed = sweep.reference()
     steps = min(steps, run.steps)
+    run_once(run, seed, device, progress=False, stop_after=min(3, steps), checkpoints=False)
     started = time.perf_counter()
     run_once(run, seed, device, progress=False, stop_after=steps, checkpoints=False)
     seconds = time.perf_counter() - started
@@ -897,7 +945,8 @@ def dry_run(
             throughput = measure_throughput(sweep, device)
             source = (
                 f"measured on {device} with {torch.get_num_threads()} thread(s): "
-                f"{TIMING_STEPS} steps of {sweep.reference()[0].label!r}"
+                f"{min(TIMING_STEPS, sweep.reference()[0].steps)} steps and one evaluation "
+                f"of {sweep.reference()[0].label!r}"
             )
         else:
             throughput = float(throughput)

@@ -7,6 +7,7 @@ import dataclasses
 import json
 import math
 import shutil
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,15 @@ import torch
 from rope_lessons import experiments, synthetic
 from rope_lessons import rope as rope_module
 from rope_lessons import sweep as sweep_module
-from rope_lessons.experiments import PREFIX_STEPS, Run, RunResult, make_run, run_once, t_quantile
+from rope_lessons.experiments import (
+    PREFIX_STEPS,
+    Run,
+    RunResult,
+    make_run,
+    order_run,
+    run_once,
+    t_quantile,
+)
 from rope_lessons.sweep import (
     PREFIX_TOLERANCE,
     RESULTS_DIR,
@@ -27,6 +36,7 @@ from rope_lessons.sweep import (
     get_sweep,
     load_sweep,
     main,
+    measure_throughput,
     prediction_interval,
     run_sweep,
     same_config,
@@ -399,10 +409,23 @@ def test_dry_run_counts_what_is_pending_and_trains_nothing(
     main(["tiny", "--dry-run", "--results-dir", str(tmp_path)])  # measures this machine
     out = capsys.readouterr().out
     assert "pending: 2 of 4 (run, seed) pairs" in out
-    assert "measured on cpu" in out and "5 steps of 'lag 1'" in out
+    assert "measured on cpu" in out and "4 steps and one evaluation of 'lag 1'" in out
     assert len(load_sweep(sweep, tmp_path).stored) == 2  # the dry run trained nothing
     with pytest.raises(SystemExit):
         main(["tiny", "--throughput", "1000"])  # a throughput only estimates a dry run
+
+
+def test_the_dry_run_estimate_is_within_twice_the_time_the_sweep_takes(
+    tmp_path: Path, one_thread: None
+) -> None:
+    """The estimate (measured throughput, Run.cost) against the same sweep trained right
+    after it on the same machine: chapter 3's order run, 100 steps, two seeds."""
+    sweep = Sweep("timed", 1, "", (order_run("rope", steps=100),), seeds=(0, 1))
+    estimate = sweep.runs[0].cost * 2 / measure_throughput(sweep)
+    started = time.perf_counter()
+    run_sweep(sweep, results_dir=tmp_path, progress=False)
+    actual = time.perf_counter() - started
+    assert 0.5 < estimate / actual < 2.0, (estimate, actual)
 
 
 def test_results_dir_is_where_the_command_line_writes_and_reads(
@@ -492,3 +515,22 @@ def test_a_recorded_command_names_no_folder(tmp_path: Path, one_thread: None) ->
         "DIR",
     ]
     assert sweep_module.without_paths(["x", "--seeds", "1", "2"]) == ["x", "--seeds", "1", "2"]
+
+
+def test_a_stored_sweep_tables_its_variants_without_pandas() -> None:
+    stored = load_sweep("ch03_order")
+    table = stored.table("answer_accuracy")
+    assert list(table) == list(stored.sweep.labels)
+    for label, row in table.items():
+        assert row == experiments.metric_by_length(stored.results(label), "answer_accuracy")
+    assert stored.table() == {  # each run's own metric: accuracy for this task
+        label: experiments.metric_by_length(stored.results(label), "accuracy")
+        for label in stored.sweep.labels
+    }
+    text = stored.format_table("answer_accuracy").splitlines()
+    assert text[0].startswith("ch03_order: answer_accuracy, mean ± standard deviation")
+    assert text[1].split() == ["variant", "length", "16", "length", "32", "length", "64"]
+    rope = table["rope"][32]
+    assert text[2].split()[0] == "rope" and f"{rope.mean:.3f} ± {rope.std:.3f}" in text[2]
+    with pytest.raises(ValueError, match="name"):
+        stored.table("perplexity")
