@@ -249,6 +249,11 @@ class _Rotary:
         frequencies."""
         placement = check_placement(placement)
         spec = check_rope(rope, placement, q_shape[-1], value_dim)
+        if theta is not None and spec.partial:
+            raise ValueError(
+                "theta= (trained angles) needs a fully rotating spec, got one that rotates "
+                f"{spec.rotary_dim} of {spec.dim} features (partial rotary)"
+            )
         if theta is not None and (
             not isinstance(theta, torch.Tensor)
             or not theta.is_floating_point()
@@ -312,7 +317,10 @@ class _Rotary:
         return rotate(x, angles.cos().to(x.dtype), angles.sin().to(x.dtype), self.rope.layout)
 
     def scaled_turn(self, x: torch.Tensor, positions: torch.Tensor | None) -> torch.Tensor:
-        """``a R_m x``: a query or key turned and scaled by the attention factor ``a``."""
+        """``a R_m x``: a query or key turned and scaled by the attention factor ``a`` (with
+        partial rotary, its rotating features only, as transformers scales them)."""
+        if self.theta is None:
+            return self.rope._rotate(x, positions, scale=True)
         turned = self.turn(x, positions)
         factor = self.rope.attention_factor
         return turned if factor == 1.0 else turned * factor

@@ -17,12 +17,11 @@ Two different things are called "partial" (chapter 5):
 
 * **HF partial rotary** (``partial_rotary_factor`` with every type but
   ``"proportional"``; GPT-NeoX, Phi, Qwen3-Next): only the leading
-  ``int(head_dim * factor)`` features of each head rotate, on a ladder
-  recomputed for that smaller dimension. :func:`rope_from_hf` returns the
-  spec of that rotary slice (its ``dim`` is the rotary dimension, not the
-  head's) and :func:`hf_rotary_dim` says how many features it covers: rotate
-  ``x[..., :rotary_dim]`` with it and pass the rest through, as transformers'
-  ``apply_rotary_pos_emb`` does.
+  ``int(head_dim * factor)`` features of each head rotate (:func:`hf_rotary_dim`),
+  on a ladder recomputed for that smaller dimension, and the rest pass
+  through, as transformers' ``apply_rotary_pos_emb`` does. The spec says so
+  (``rotary_dim``, ``rotary_slice``; see :class:`~rope_lessons.rope.Rope`) and
+  applies to the whole head.
 * **p-RoPE** (``rope_type="proportional"``, Gemma 4's full-attention layers):
   the whole head keeps RoPE's ladder for ``head_dim``, and all pairs but the
   fastest fraction get frequency 0. The spec covers the whole head.
@@ -41,7 +40,7 @@ from typing import Any
 import torch
 
 from rope_lessons.extension import scaled_frequencies
-from rope_lessons.rope import Layout, Rope, frequencies
+from rope_lessons.rope import Layout, Rope, RotarySlice, frequencies
 
 HF_ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "longrope", "llama3", "proportional")
 """The ``rope_type`` values of transformers' ``ROPE_INIT_FUNCTIONS`` (and "default")."""
@@ -195,6 +194,7 @@ def rope_from_hf(
     *,
     seq_len: int | None = None,
     layout: Layout = "half",
+    rotary_slice: RotarySlice = "leading",
 ) -> Rope:
     """The :class:`~rope_lessons.rope.Rope` of a Hugging Face configuration (see the module).
 
@@ -207,17 +207,47 @@ def rope_from_hf(
             (long factors beyond ``original_max_position_embeddings``);
             refused for the other types.
         layout: ``"half"`` (transformers' ``rotate_half``) or ``"interleaved"``.
+        rotary_slice: where the rotating features of a partial-rotary head sit:
+            ``"leading"`` (transformers' ``apply_rotary_pos_emb``) or
+            ``"trailing"`` (DeepSeek's ``[nope | rope]`` heads, which their
+            modeling code says, not their configuration).
 
     Returns:
-        A spec whose ``theta`` and ``attention_factor`` equal what
-        ``ROPE_INIT_FUNCTIONS[rope_type](config, seq_len=seq_len)`` returns, to
-        transformers' float32 rounding; of dimension :func:`hf_rotary_dim`.
+        A spec of dimension :func:`hf_head_dim` whose ``theta`` and
+        ``attention_factor`` equal what ``ROPE_INIT_FUNCTIONS[rope_type](config,
+        seq_len=seq_len)`` returns, to transformers' float32 rounding, and whose
+        ``rotary_dim`` is :func:`hf_rotary_dim`.
 
     Raises:
         ValueError: an unknown ``rope_type``, a field the type does not read
             (named; multimodal sections such as ``mrope_section`` among them),
             or a missing one.
     """
+    spec = _rotating_spec(config, layer_type, seq_len, layout)
+    head_dim = hf_head_dim(config, layer_type)
+    if spec.dim == head_dim:
+        return spec
+    if spec.base is not None and spec.p == 1.0 and spec.attention_factor == 1.0:
+        return Rope(
+            head_dim,
+            spec.base,
+            layout,
+            rotary_dim=spec.dim,
+            rotary_slice=rotary_slice,
+        )
+    return Rope.from_theta(
+        spec.theta,
+        layout,
+        attention_factor=spec.attention_factor,
+        head_dim=head_dim,
+        rotary_slice=rotary_slice,
+    )
+
+
+def _rotating_spec(
+    config: Any, layer_type: str | None, seq_len: int | None, layout: Layout
+) -> Rope:
+    """The spec of the rotating features alone (:func:`hf_rotary_dim` of them)."""
     parameters = hf_rope_parameters(config, layer_type)
     rope_type = str(parameters["rope_type"])
     if rope_type not in HF_ROPE_TYPES:
@@ -350,7 +380,8 @@ def _longrope(
 def rope_to_hf(spec: Rope) -> dict[str, Any]:
     """``rope_parameters`` for ``spec``, where one exists: the inverse of :func:`rope_from_hf`.
 
-    A spec built from RoPE's ladder maps to ``"default"`` (``p = 1``) or to
+    A spec built from RoPE's ladder maps to ``"default"`` (``p = 1``; with
+    ``partial_rotary_factor`` for leading partial rotary) or to
     ``"proportional"`` with ``partial_rotary_factor = p`` (p-RoPE, Gemma 4), so
     that ``rope_from_hf({"head_dim": spec.dim, "rope_parameters": rope_to_hf(spec)})``
     is ``spec`` again in the half layout. A configuration does not record the
@@ -372,6 +403,14 @@ def rope_to_hf(spec: Rope) -> dict[str, Any]:
         raise ValueError(
             f"attention factor {spec.attention_factor:g}: 'default' and 'proportional' have none"
         )
+    if spec.partial:
+        if spec.p != 1.0 or spec.rotary_slice != "leading":
+            raise ValueError(
+                "partial rotary maps to rope_parameters only with p = 1 and the rotating "
+                f"features leading, got p = {spec.p:g}, {spec.rotary_slice!r}"
+            )
+        factor = spec.rotary_dim / spec.dim
+        return {"rope_type": "default", "rope_theta": spec.base, "partial_rotary_factor": factor}
     if spec.p == 1.0:
         return {"rope_type": "default", "rope_theta": spec.base}
     return {"rope_type": "proportional", "rope_theta": spec.base, "partial_rotary_factor": spec.p}

@@ -184,6 +184,11 @@ class ModelConfig:
                 f"the Rope spec has dimension {self.rope.dim}, but the heads have "
                 f"D = dim / n_heads = {self.head_dim}"
             )
+        elif self.rope.partial and self.learned_angles:
+            raise ValueError(
+                "learned_angles trains one angle per pair of the head; this spec rotates "
+                f"only {self.rope.rotary_dim} of {self.head_dim} features (partial rotary)"
+            )
 
     @property
     def head_dim(self) -> int:

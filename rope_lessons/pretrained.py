@@ -382,8 +382,10 @@ class Pretrained:
         at inference (p-RoPE's truncation, without training), and a spec of
         :func:`rope_lessons.extension.scaled_frequencies` extends the context.
         """
-        if rope.dim != self.head_dim or rope.layout != "half":
-            raise ValueError(f"rope must be a half-layout spec of dim {self.head_dim}, got {rope}")
+        if rope.dim != self.head_dim or rope.layout != "half" or rope.partial:
+            raise ValueError(
+                f"rope must be a fully rotating half-layout spec of dim {self.head_dim}, got {rope}"
+            )
         rope_type = self.model.config.rope_parameters.get("rope_type", "default")
         if rope_type != "default":
             raise ValueError(

@@ -54,7 +54,7 @@ import functools
 import math
 from collections.abc import Callable, Sequence
 from functools import lru_cache
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -805,18 +805,44 @@ class Rope:
     ladder :math:`\theta_k = b^{-2k/d}` (p-RoPE keeps the fastest fraction ``p``
     of the pairs); :meth:`from_theta` takes any frequency vector, e.g. a
     context-extension table. The object is immutable and hashable; two specs
-    are equal when their frequencies, layout and attention factor are.
+    are equal when their frequencies, layout, attention factor and (for partial
+    rotary) rotated slice are.
+
+    **Partial rotary is not p-RoPE.** With ``rotary_dim=r < dim`` only ``r`` of
+    the head's ``d`` features rotate (Hugging Face's ``partial_rotary_factor``:
+    GPT-NeoX, Phi, Qwen3-Next; DeepSeek's ``[nope | rope]`` heads), on a ladder
+    recomputed for ``r``, :math:`b^{-2k/r}`, and the other ``d - r`` pass
+    through; ``rotary_slice`` says where the rotating features sit,
+    ``"leading"`` (``x[..., :r]``, Hugging Face) or ``"trailing"``
+    (``x[..., d-r:]``, DeepSeek). p-RoPE (``p < 1``) keeps the full-head
+    ladder :math:`b^{-2k/d}` and sets its slowest pairs to frequency 0.
 
     Attributes:
-        dim: the head dimension ``d``.
-        layout: ``"interleaved"`` or ``"half"`` (see :func:`split_pairs`).
+        dim: the head dimension ``d`` the spec applies to.
+        rotary_dim: how many of its features rotate, ``2 * len(theta)``; ``dim``
+            unless partial.
+        rotary_slice: ``"leading"`` or ``"trailing"``: where those features sit
+            (``"leading"`` when every feature rotates).
+        layout: ``"interleaved"`` or ``"half"`` (see :func:`split_pairs`), within
+            the rotating features.
         attention_factor: the factor by which queries and keys are scaled
             (YaRN's temperature); 1 for plain RoPE. Applied by the attention
-            that uses the spec, not by :meth:`apply`.
+            that uses the spec, not by :meth:`apply`; with partial rotary, to the
+            rotating features only, as transformers applies it.
         base, p: the ladder it was built from, or None for :meth:`from_theta`.
     """
 
-    __slots__ = ("_theta", "_values", "attention_factor", "base", "dim", "layout", "p")
+    __slots__ = (
+        "_theta",
+        "_values",
+        "attention_factor",
+        "base",
+        "dim",
+        "layout",
+        "p",
+        "rotary_dim",
+        "rotary_slice",
+    )
 
     _theta: torch.Tensor
     _values: tuple[float, ...]
@@ -825,6 +851,8 @@ class Rope:
     dim: int
     layout: Layout
     p: float | None
+    rotary_dim: int
+    rotary_slice: RotarySlice
 
     def __init__(
         self,
@@ -834,9 +862,13 @@ class Rope:
         p: float = 1.0,
         *,
         attention_factor: float = 1.0,
+        rotary_dim: int | None = None,
+        rotary_slice: RotarySlice = "leading",
     ) -> None:
-        theta = frequencies(dim, base, p=p)
-        self._settle(theta, layout, attention_factor, float(base), float(p))
+        head_dim = check_even_dim(dim)
+        rotating = head_dim if rotary_dim is None else _rotary_dim(rotary_dim, head_dim)
+        theta = frequencies(rotating, base, p=p)
+        self._settle(theta, layout, attention_factor, float(base), float(p), head_dim, rotary_slice)
 
     @classmethod
     def from_theta(
@@ -845,9 +877,12 @@ class Rope:
         layout: Layout = "interleaved",
         *,
         attention_factor: float = 1.0,
+        head_dim: int | None = None,
+        rotary_slice: RotarySlice = "leading",
     ) -> Rope:
-        """A spec for any per-pair frequency vector ``(d/2,)`` (a tensor, list or tuple):
-        finite, >= 0, in the order of :func:`frequencies` (pair 0 first)."""
+        """A spec for any per-pair frequency vector ``(r/2,)`` (a tensor, list or tuple):
+        finite, >= 0, in the order of :func:`frequencies` (pair 0 first). ``head_dim``
+        (default ``r``) larger than ``r`` makes it partial rotary (see the class)."""
         if not isinstance(theta, torch.Tensor):
             if not isinstance(theta, (list, tuple)) or not theta:
                 raise TypeError(
@@ -858,7 +893,10 @@ class Rope:
             raise ValueError(f"theta must have shape (d/2,), got {tuple(theta.shape)}")
         spec = cls.__new__(cls)
         checked = check_theta(theta, 2 * theta.numel()).detach().to("cpu", torch.float64)
-        spec._settle(checked, layout, attention_factor, None, None)
+        rotating = 2 * theta.numel()
+        dim = rotating if head_dim is None else check_even_dim(head_dim)
+        _rotary_dim(rotating, dim)
+        spec._settle(checked, layout, attention_factor, None, None, dim, rotary_slice)
         return spec
 
     @classmethod
@@ -869,14 +907,17 @@ class Rope:
         *,
         seq_len: int | None = None,
         layout: Layout = "half",
+        rotary_slice: RotarySlice = "leading",
     ) -> Rope:
         """The spec of a Hugging Face configuration (object or dict): transformers'
         frequencies and attention factor for its ``rope_type``, in the half layout
-        by default. See :func:`rope_lessons.hf.rope_from_hf` for the arguments and
-        for HF partial rotary (the spec then covers the rotary slice only)."""
+        by default, partial rotary where the configuration says so. See
+        :func:`rope_lessons.hf.rope_from_hf`."""
         from rope_lessons.hf import rope_from_hf  # imported here: hf builds on this module
 
-        return rope_from_hf(config, layer_type, seq_len=seq_len, layout=layout)
+        return rope_from_hf(
+            config, layer_type, seq_len=seq_len, layout=layout, rotary_slice=rotary_slice
+        )
 
     def to_hf(self) -> dict[str, Any]:
         """``rope_parameters`` for this spec where the map is one-to-one (RoPE's ladder:
@@ -893,7 +934,11 @@ class Rope:
         attention_factor: float,
         base: float | None,
         p: float | None,
+        dim: int | None = None,
+        rotary_slice: RotarySlice = "leading",
     ) -> None:
+        if rotary_slice not in ROTARY_SLICES:
+            raise ValueError(f"rotary_slice must be one of {ROTARY_SLICES}, got {rotary_slice!r}")
         if (
             isinstance(attention_factor, bool)
             or not isinstance(attention_factor, (int, float))
@@ -904,16 +949,25 @@ class Rope:
                 f"attention_factor must be a finite number > 0, got {attention_factor!r}"
             )
         values = tuple(theta.tolist())
+        rotating = 2 * len(values)
+        head_dim = rotating if dim is None else dim
         for name, value in (
             ("_theta", torch.tensor(values, dtype=torch.float64)),
             ("_values", values),
             ("attention_factor", float(attention_factor)),
             ("base", base),
-            ("dim", 2 * len(values)),
+            ("dim", head_dim),
             ("layout", check_layout(layout)),
             ("p", p),
+            ("rotary_dim", rotating),
+            ("rotary_slice", rotary_slice if rotating < head_dim else "leading"),
         ):
             object.__setattr__(self, name, value)
+
+    @property
+    def partial(self) -> bool:
+        """Whether only some of the head's features rotate (:attr:`rotary_dim` < :attr:`dim`)."""
+        return self.rotary_dim < self.dim
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"Rope is immutable: build a new one instead of setting {name!r}")
@@ -928,12 +982,21 @@ class Rope:
         """Pickle by value (the frozen attributes cannot be set one by one)."""
         return (
             _rebuilt_rope,
-            (self._values, self.layout, self.attention_factor, self.base, self.p),
+            (
+                self._values,
+                self.layout,
+                self.attention_factor,
+                self.base,
+                self.p,
+                self.dim,
+                self.rotary_slice,
+            ),
         )
 
     @property
     def theta(self) -> torch.Tensor:
-        """The frequencies, float64 ``(d/2,)`` (a copy: the spec cannot be changed)."""
+        """The frequencies, float64 ``(r/2,)`` for the :attr:`rotary_dim` ``r`` rotating
+        features (a copy: the spec cannot be changed)."""
         return self._theta.clone()
 
     def apply(
@@ -948,24 +1011,53 @@ class Rope:
                 (see :func:`apply_rope`).
         """
         x = check_features(x)
-        self.check_dim(x.shape[-1], "the last dimension of x")
-        values, layout = self._values, self.layout
-        return _along(
-            x, seq_dim, lambda seq_last: _checked_kernel(seq_last, positions, values, layout)
-        )
+        self.check_dim(x.shape[-1], "the last dimension of x", partial_ok=True)
 
-    def check_dim(self, dim: int, what: str) -> None:
-        """Refuse vectors whose dimension ``dim`` (named ``what``) is not :attr:`dim`."""
+        def rotate_seq_last(seq_last: torch.Tensor) -> torch.Tensor:
+            if positions is None:
+                return self._rotate(seq_last, None)
+            return self._rotate(seq_last, check_positions(positions, seq_last.shape[:-1]))
+
+        return _along(x, seq_dim, rotate_seq_last)
+
+    def check_dim(self, dim: int, what: str, *, partial_ok: bool = False) -> None:
+        """Refuse vectors whose dimension ``dim`` (named ``what``) is not :attr:`dim`, and,
+        unless ``partial_ok``, a partial-rotary spec: the functions that read every pair of
+        a head (scores by distance, norms by pair, bounds) need a head that rotates whole."""
         if dim != self.dim:
             raise ValueError(
                 f"this spec rotates d = {self.dim} dimensions ({self.dim // 2} pairs), "
                 f"but {what} is {dim}: build Rope({dim}, ...) for them"
             )
+        if self.partial and not partial_ok:
+            raise ValueError(
+                f"this spec rotates only {self.rotary_dim} of its {self.dim} features "
+                "(partial rotary), and this function reads every pair of a fully rotating "
+                f"head: pass it the {self.rotary_slice} {self.rotary_dim} features with "
+                "the spec of those alone, Rope.from_theta(spec.theta, spec.layout)"
+            )
 
-    def _rotate(self, x: torch.Tensor, positions: torch.Tensor | None) -> torch.Tensor:
+    def _rotate(
+        self, x: torch.Tensor, positions: torch.Tensor | None, *, scale: bool = False
+    ) -> torch.Tensor:
         """:meth:`apply` without its checks: ``x`` ``(..., T, d)`` with ``d`` = :attr:`dim`,
-        ``positions`` None or as :func:`~rope_lessons._checks.check_positions` returns them."""
-        return _rope_kernel(x, positions, self._values, self.layout)
+        ``positions`` None or as :func:`~rope_lessons._checks.check_positions` returns them.
+        With ``scale`` the rotated features are also multiplied by the attention factor
+        (all of them; with partial rotary, the rotating ones only)."""
+        factor = self.attention_factor if scale else 1.0
+        if not self.partial:
+            turned = _rope_kernel(x, positions, self._values, self.layout)
+            return turned if factor == 1.0 else turned * factor
+        r = self.rotary_dim
+        if self.rotary_slice == "leading":
+            rotating, passing = x[..., :r], x[..., r:]
+        else:
+            passing, rotating = x[..., : self.dim - r], x[..., self.dim - r :]
+        turned = _rope_kernel(rotating, positions, self._values, self.layout)
+        if factor != 1.0:
+            turned = turned * factor
+        parts = (turned, passing) if self.rotary_slice == "leading" else (passing, turned)
+        return torch.cat(parts, -1)
 
     def cos_sin(
         self,
@@ -974,7 +1066,7 @@ class Rope:
         dtype: torch.dtype = torch.float32,
         device: torch.device | str | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        r"""Hugging Face-shaped tables: ``cos`` and ``sin`` of shape ``(..., d)``.
+        r"""Hugging Face-shaped tables: ``cos`` and ``sin`` of shape ``(..., r)``.
 
         What a transformers rotary embedding returns for ``position_ids`` of the
         same shape (``(B, T)`` there), so that the spec can stand in for one: each
@@ -999,12 +1091,14 @@ class Rope:
             device: default that of ``positions``.
 
         Returns:
-            ``(cos, sin)``, each ``positions.shape + (d,)``.
+            ``(cos, sin)``, each ``positions.shape + (r,)`` for the :attr:`rotary_dim`
+            ``r`` (the head dimension unless partial rotary, where transformers'
+            tables also cover the rotating features only).
         """
         if not isinstance(positions, torch.Tensor) or positions.is_floating_point():
             raise TypeError("positions must be an integer tensor")
         device = positions.device if device is None else torch.device(device)
-        angles = rotation_angles(positions.to(device), self.dim, theta=self._theta)  # (..., d/2)
+        angles = self.angles(positions.to(device))  # (..., r/2)
         if self.layout == "half":
             angles = torch.cat((angles, angles), -1)
         else:
@@ -1013,17 +1107,21 @@ class Rope:
         return (angles.cos() * factor).to(dtype), (angles.sin() * factor).to(dtype)
 
     def angles(self, positions: torch.Tensor) -> torch.Tensor:
-        r"""The angles :math:`m\theta_k`, float64 ``(..., d/2)``, for integer positions."""
-        return rotation_angles(positions, self.dim, theta=self._theta)
+        r"""The angles :math:`m\theta_k`, float64 ``(..., r/2)``, for integer positions."""
+        return rotation_angles(positions, self.rotary_dim, theta=self._theta)
 
     def pairs(self, x: torch.Tensor) -> torch.Tensor:
-        """Pair ``k`` of ``x`` as a complex number, in this spec's layout (:func:`read_pairs`)."""
+        """Pair ``k`` of ``x`` as a complex number, in this spec's layout (:func:`read_pairs`);
+        a fully rotating spec only (see :meth:`check_dim`)."""
+        self.check_dim(x.shape[-1], "the last dimension of x")
         return read_pairs(x, self.layout)
 
     def score_at_distance(
         self, q: torch.Tensor, k: torch.Tensor, distances: torch.Tensor
     ) -> torch.Tensor:
-        """:func:`score_at_distance` with this spec: float64 ``(..., R)``."""
+        """:func:`score_at_distance` with this spec: float64 ``(..., R)``; a fully rotating
+        spec only (see :meth:`check_dim`)."""
+        self.check_dim(q.shape[-1], "the last dimension of q")
         return score_at_distance(q, k, distances, layout=self.layout, theta=self._theta)
 
     def describe(self) -> str:
@@ -1034,20 +1132,34 @@ class Rope:
             if self.base is not None
             else f"custom frequencies {self._values[0]:.3g} to {self._values[-1]:.3g}"
         )
+        partial = (
+            f", partial rotary: the {self.rotary_slice} {self.rotary_dim} features"
+            if self.partial
+            else ""
+        )
         return (
-            f"RoPE, d = {self.dim}, {origin} ({rotating} of {self.dim // 2} pairs rotate), "
-            f"{self.layout} layout, attention factor {self.attention_factor:g}"
+            f"RoPE, d = {self.dim}{partial}, {origin} ({rotating} of {self.dim // 2} pairs "
+            f"rotate), {self.layout} layout, attention factor {self.attention_factor:g}"
         )
 
     def with_layout(self, layout: Layout) -> Rope:
         """The same frequencies and attention factor in ``layout``."""
-        return _rebuilt_rope(self._values, layout, self.attention_factor, self.base, self.p)
+        return _rebuilt_rope(
+            self._values,
+            layout,
+            self.attention_factor,
+            self.base,
+            self.p,
+            self.dim,
+            self.rotary_slice,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready values: the frequencies, layout and attention factor that define
         the spec, and the ladder it was built from (``base``, ``p``; None for
-        :meth:`from_theta`). Stored sweeps describe their models with it."""
-        return {
+        :meth:`from_theta`; with partial rotary, ``rotary_dim`` and
+        ``rotary_slice`` too). Stored sweeps describe their models with it."""
+        values: dict[str, Any] = {
             "dim": self.dim,
             "base": self.base,
             "p": self.p,
@@ -1055,9 +1167,12 @@ class Rope:
             "layout": self.layout,
             "attention_factor": self.attention_factor,
         }
+        if self.partial:
+            values |= {"rotary_dim": self.rotary_dim, "rotary_slice": self.rotary_slice}
+        return values
 
-    def _identity(self) -> tuple[tuple[float, ...], str, float]:
-        return self._values, self.layout, self.attention_factor
+    def _identity(self) -> tuple[tuple[float, ...], str, float, int, str]:
+        return self._values, self.layout, self.attention_factor, self.dim, self.rotary_slice
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Rope) and self._identity() == other._identity()
@@ -1066,14 +1181,20 @@ class Rope:
         return hash(self._identity())
 
     def __repr__(self) -> str:
+        partial = (
+            f", rotary_dim={self.rotary_dim}, rotary_slice={self.rotary_slice!r}"
+            if self.partial
+            else ""
+        )
         if self.base is not None:
             return (
                 f"Rope({self.dim}, base={self.base:g}, layout={self.layout!r}, p={self.p:g}, "
-                f"attention_factor={self.attention_factor:g})"
+                f"attention_factor={self.attention_factor:g}{partial})"
             )
+        head = f", head_dim={self.dim}, rotary_slice={self.rotary_slice!r}" if self.partial else ""
         return (
             f"Rope.from_theta({list(self._values)!r}, layout={self.layout!r}, "
-            f"attention_factor={self.attention_factor:g})"
+            f"attention_factor={self.attention_factor:g}{head})"
         )
 
 
@@ -1083,8 +1204,26 @@ def _rebuilt_rope(
     attention_factor: float,
     base: float | None,
     p: float | None,
+    dim: int | None = None,
+    rotary_slice: RotarySlice = "leading",
 ) -> Rope:
     """A :class:`Rope` from its pickled state (see ``Rope.__reduce__``)."""
     spec = Rope.__new__(Rope)
-    spec._settle(torch.tensor(values, dtype=torch.float64), layout, attention_factor, base, p)
+    theta = torch.tensor(values, dtype=torch.float64)
+    spec._settle(theta, layout, attention_factor, base, p, dim, rotary_slice)
     return spec
+
+
+RotarySlice = Literal["leading", "trailing"]
+ROTARY_SLICES: tuple[RotarySlice, ...] = ("leading", "trailing")
+
+
+def _rotary_dim(rotary_dim: object, head_dim: int) -> int:
+    """``rotary_dim`` if it is an even int in ``2 .. head_dim``."""
+    if isinstance(rotary_dim, bool) or not isinstance(rotary_dim, int):
+        raise TypeError(f"rotary_dim must be an int, got {rotary_dim!r}")
+    if rotary_dim % 2 or not 2 <= rotary_dim <= head_dim:
+        raise ValueError(
+            f"rotary_dim must be even and in 2 .. {head_dim} (the head dimension), got {rotary_dim}"
+        )
+    return rotary_dim

@@ -152,6 +152,7 @@ def pair_dims(rope: Rope) -> torch.Tensor:
     """
     if not isinstance(rope, Rope):
         raise TypeError(f"rope must be a Rope spec, got {type(rope).__name__}")
+    rope.check_dim(rope.dim, "its dimension")  # a partial-rotary spec has no pairs in some
     coordinates = torch.arange(rope.dim)
     return torch.stack(split_pairs(coordinates, rope.layout), dim=-1)  # (d/2, 2)
 

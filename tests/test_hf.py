@@ -100,7 +100,8 @@ def test_from_hf_reproduces_rope_init_functions(case: str, partial: float, base:
         assert spec.layout == "half"
         assert spec == Rope.from_hf(config.to_dict(), seq_len=seq_len)  # a plain dict too
     rotary = HEAD_DIM if case == "proportional" else int(HEAD_DIM * partial)
-    assert hf_rotary_dim(config) == spec.dim == rotary
+    assert hf_rotary_dim(config) == spec.rotary_dim == rotary and spec.dim == HEAD_DIM
+    assert spec.partial == (rotary < HEAD_DIM)
 
 
 def test_proportional_is_p_rope_and_partial_rotary_is_not() -> None:
@@ -119,7 +120,9 @@ def test_proportional_is_p_rope_and_partial_rotary_is_not() -> None:
     partial = Rope.from_hf(
         llama_config({"rope_type": "default", "rope_theta": 1e6, "partial_rotary_factor": 0.25})
     )
-    assert partial == Rope(HEAD_DIM // 4, 1e6, "half")
+    assert partial == Rope(HEAD_DIM, 1e6, "half", rotary_dim=HEAD_DIM // 4)
+    assert partial.theta.equal(Rope(HEAD_DIM // 4, 1e6).theta)  # the ladder over r = 16
+    assert not proportional.partial and partial.partial
 
 
 def test_the_older_rope_scaling_form_and_top_level_fields() -> None:
@@ -142,7 +145,9 @@ def test_the_older_rope_scaling_form_and_top_level_fields() -> None:
     assert Rope.from_hf(old) == Rope.from_hf(new)
     assert hf_rope_parameters(old)["rope_type"] == "llama3"
     neox = {"hidden_size": 256, "num_attention_heads": 4, "rope_theta": 10000.0}
-    assert Rope.from_hf({**neox, "partial_rotary_factor": 0.25}) == Rope(16, 10000.0, "half")
+    assert Rope.from_hf({**neox, "partial_rotary_factor": 0.25}) == Rope(
+        64, 10000.0, "half", rotary_dim=16
+    )
     assert Rope.from_hf(neox, layout="interleaved") == Rope(64, 10000.0)
 
 
@@ -288,3 +293,96 @@ def test_the_float32_angles_of_transformers_differ_as_the_docstring_says() -> No
         cos, _ = Rope.from_hf(config).cos_sin(positions, dtype=torch.float64)
         gap = float((their_cos.double() - cos).abs().max())
         assert 1e-5 < gap < 8e-4, gap  # 3.9e-4 measured; other kernels round differently
+
+
+def test_partial_rotary_applies_as_gpt_neox_does() -> None:
+    """GPT-NeoX's own apply_rotary_pos_emb (leading slice, rotate_half within it) with
+    its own tables, against the spec from the same configuration."""
+    from transformers.models.gpt_neox.modeling_gpt_neox import (
+        GPTNeoXRotaryEmbedding,
+        apply_rotary_pos_emb,
+    )
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = transformers.GPTNeoXConfig(
+            hidden_size=256,
+            num_attention_heads=4,
+            rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                             "partial_rotary_factor": 0.25},
+        )  # fmt: skip
+    positions = torch.tensor([[0, 1, 2, 3, 40], [7, 8, 9, 10, 11]])
+    q = torch.randn(2, 4, 5, 64, generator=torch.Generator().manual_seed(0))
+    cos, sin = GPTNeoXRotaryEmbedding(config)(q, positions)
+    theirs, _ = apply_rotary_pos_emb(q, q, cos, sin)
+    spec = Rope.from_hf(config)
+    assert spec.dim == 64 and spec.rotary_dim == 16 and spec.rotary_slice == "leading"
+    ours = spec.apply(q, positions)
+    torch.testing.assert_close(ours, theirs, rtol=0.0, atol=1e-5)
+    assert torch.equal(ours[..., 16:], q[..., 16:])  # the other 48 features pass through
+    ours_cos, _ = spec.cos_sin(positions)
+    assert ours_cos.shape == cos.shape == (2, 5, 16)
+    torch.testing.assert_close(ours_cos, cos, rtol=0.0, atol=1e-5)
+
+
+def test_trailing_partial_rotary_applies_as_deepseek_v4_does() -> None:
+    """DeepSeek-V4 turns the trailing slice of each head, interleaved pairs, its nope
+    features first."""
+    from transformers.models.deepseek_v4.modeling_deepseek_v4 import apply_rotary_pos_emb
+
+    spec = Rope(48, 10000.0, "interleaved", rotary_dim=16, rotary_slice="trailing")
+    positions = torch.arange(6)
+    x = torch.randn(1, 2, 6, 48, generator=torch.Generator().manual_seed(1))
+    angles = spec.angles(positions).float()  # (T, 8): one angle per pair, as V4's tables
+    theirs = apply_rotary_pos_emb(x, angles.cos()[None], angles.sin()[None])
+    ours = spec.apply(x, positions)
+    torch.testing.assert_close(ours, theirs, rtol=0.0, atol=1e-5)
+    assert torch.equal(ours[..., :32], x[..., :32])
+
+
+def test_a_partial_spec_scales_only_its_rotating_features_in_attention() -> None:
+    """transformers multiplies cos and sin by the attention factor, so the passing
+    features are not scaled: the same here, by hand."""
+    from rope_lessons.attention import attention
+
+    spec = Rope.from_theta([1.0, 0.1, 0.01, 0.001], "half", attention_factor=1.5, head_dim=16)
+    q = torch.randn(1, 2, 5, 16, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    k = torch.randn(1, 2, 5, 16, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    v = torch.randn(1, 2, 5, 16, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    rotating = Rope.from_theta([1.0, 0.1, 0.01, 0.001], "half")
+
+    def turned(x: torch.Tensor) -> torch.Tensor:
+        return torch.cat((1.5 * rotating.apply(x[..., :8]), x[..., 8:]), -1)
+
+    scores = turned(q) @ turned(k).transpose(-2, -1) / 4.0
+    causal = torch.ones(5, 5, dtype=torch.bool).tril()
+    expected = scores.masked_fill(~causal, float("-inf")).softmax(-1) @ v
+    torch.testing.assert_close(attention(q, k, v, rope=spec), expected)
+    with pytest.raises(ValueError, match="partial rotary"):
+        attention(q, k, v, rope=spec, theta=torch.ones(4, dtype=torch.float64))
+
+
+def test_partial_specs_are_values_and_are_refused_where_every_pair_is_read() -> None:
+    import pickle
+
+    spec = Rope(64, 1e4, "half", rotary_dim=16)
+    assert spec != Rope(64, 1e4, "half", rotary_dim=16, rotary_slice="trailing")
+    assert spec != Rope(16, 1e4, "half") and spec.theta.equal(Rope(16, 1e4).theta)
+    assert pickle.loads(pickle.dumps(spec)) == spec
+    assert eval(repr(spec), {"Rope": Rope}) == spec  # our own repr
+    assert spec.with_layout("interleaved").rotary_dim == 16
+    assert spec.to_dict()["rotary_dim"] == 16 and "rotary_dim" not in Rope(64).to_dict()
+    assert "partial rotary: the leading 16 features" in spec.describe()
+    assert spec.to_hf() == {
+        "rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.25,
+    }  # fmt: skip
+    assert Rope.from_hf({"head_dim": 64, "rope_parameters": spec.to_hf()}) == spec
+    q = torch.randn(64, dtype=torch.float64)
+    with pytest.raises(ValueError, match="reads every pair of a fully rotating head"):
+        spec.score_at_distance(q, q, torch.arange(3))
+    with pytest.raises(ValueError, match=r"rotary_dim must be even and in 2 \.\. 64"):
+        Rope(64, rotary_dim=80)
+    with pytest.raises(ValueError, match="rotary_slice must be one of"):
+        Rope(64, rotary_dim=16, rotary_slice="middle")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"p = 0\.5, 'leading'"):
+        Rope(64, p=0.5, rotary_dim=16).to_hf()
