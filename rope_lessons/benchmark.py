@@ -114,7 +114,7 @@ def rope_forms(
 ) -> dict[str, Callable[[], torch.Tensor]]:
     """The forms to compare, each a zero-argument call on the same ``x`` ``(B, H, T, d)``.
 
-    The reference (first) form is :func:`apply_rope` as the course's models run
+    The reference (first) form is :func:`~rope_lessons.rope.apply_rope` as the course's models run
     it: interleaved layout, cached table, one complex multiplication. The
     half-layout forms (:data:`HALF_LAYOUT_FORMS`) run on ``x`` with its
     dimensions permuted into that layout, so that they compute the same

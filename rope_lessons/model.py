@@ -220,7 +220,8 @@ class ModelConfig:
         return TinyTransformer(self)
 
     def describe(self) -> dict[str, Any]:
-        """Every field as JSON-ready values (the spec by :meth:`Rope.to_dict`)."""
+        """Every field as JSON-ready values (the spec by
+        :meth:`~rope_lessons.rope.Rope.to_dict`)."""
         values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         values["rope"] = None if self.rope is None else self.rope.to_dict()
         values["nope_layers"] = list(self.nope_layers)
@@ -298,7 +299,7 @@ class SelfAttention(nn.Module):
 
     @property
     def widths(self) -> tuple[int, ...]:
-        """The column blocks of :attr:`qkv`'s output: queries ``C``, then keys and values
+        """The column blocks of the ``qkv`` projection's output: queries ``C``, then keys and values
         ``H_kv * D`` each, or with ``shared_kv`` one shared block of ``H_kv * D``."""
         return (self.config.dim, *(self.kv_width,) * (1 if self.config.shared_kv else 2))
 

@@ -319,7 +319,7 @@ def turn(
     in the half layout) turns its pairs here. Works on tensors of any
     broadcastable shapes, with autograd; the angle may be a Python float. The
     two results are views of one buffer ``(..., 2, n)``, written without
-    temporaries (see :func:`_turn_into`).
+    temporaries (see ``_turn_into``).
     """
     dtype = _result_dtype(x1, x2)
     cos_t = (

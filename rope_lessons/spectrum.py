@@ -474,7 +474,7 @@ def mean_pair_norms(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Mean norm of each rotary pair of the queries and keys, per layer and head.
 
-    The queries and keys are those of :meth:`TinyTransformer.layer_qkv` (before
+    The queries and keys are those of :meth:`~rope_lessons.model.TinyTransformer.layer_qkv` (before
     rotation, which does not change pair norms), averaged over the batch and
     every position: Barbero et al.'s measure of which frequencies a head uses.
 

@@ -178,7 +178,8 @@ class Sweep:
         raise ValueError(f"sweep {self.name!r} has no run labelled {label!r}; it has {self.labels}")
 
     def reference(self) -> tuple[Run[Any], int]:
-        """The cheapest run (see :attr:`Run.cost`) with the lowest seed: what the test re-trains."""
+        """The cheapest run (see :attr:`~rope_lessons.experiments.Run.cost`) with the lowest
+        seed: what the test re-trains."""
         return min(self.runs, key=lambda run: run.cost), min(self.seeds)
 
     def config(self) -> dict[str, Any]:
@@ -888,8 +889,8 @@ TIMING_STEPS = 25
 def measure_throughput(
     sweep: Sweep, device: torch.device | str = "cpu", steps: int = TIMING_STEPS
 ) -> float:
-    """Cost units (:attr:`Run.cost`: tokens, a training token counting three, an evaluated
-    one one) per second of the sweep's cheapest run on ``device``.
+    """Cost units (:attr:`~rope_lessons.experiments.Run.cost`: tokens, a training token
+    counting three, an evaluated one one) per second of the sweep's cheapest run on ``device``.
 
     Times its first ``steps`` training steps and one evaluation, after an untimed
     warm-up run of a few steps (caches, kernels, the first allocations), so that only
@@ -925,7 +926,7 @@ def dry_run(
     """What :func:`run_sweep` would train, and an estimate of how long it would take.
 
     The runs with their cost, the seeds, the pending (run, seed) count and an
-    estimated time: their total :attr:`Run.cost` divided by ``throughput``
+    estimated time: their total :attr:`~rope_lessons.experiments.Run.cost` divided by ``throughput``
     (cost units per second), measured with :func:`measure_throughput` on
     ``device`` when not given. Nothing is written.
     """

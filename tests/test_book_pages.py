@@ -239,3 +239,18 @@ def test_no_control_characters_in_what_readers_read() -> None:
         for name, text in _reader_texts().items()
     }
     assert {name: chars for name, chars in damaged.items() if chars} == {}
+
+
+def test_the_api_page_documents_every_public_module() -> None:
+    """book/api.md runs autodoc on each module of the package (a new module must be added
+    there), and the book's configuration loads autodoc and napoleon for it."""
+    page = (BOOK / "api.md").read_text(encoding="utf-8")
+    documented = set(re.findall(r"\.\. automodule:: rope_lessons\.(\w+)", page))
+    modules = {
+        path.stem for path in (ROOT / "rope_lessons").glob("*.py") if not path.stem.startswith("_")
+    }
+    assert modules - documented == set(), f"not on the API page: {sorted(modules - documented)}"
+    assert ".. automodule:: rope_lessons\n" in page  # the top level, its module list
+    config = (ROOT / "_config.yml").read_text(encoding="utf-8")
+    assert "sphinx.ext.autodoc" in config and "sphinx.ext.napoleon" in config
+    assert "book/api" in (ROOT / "_toc.yml").read_text(encoding="utf-8")
