@@ -313,6 +313,19 @@ def _rotating_spec(
     return _yarn(parameters, dim, base, original_length(), max_positions, layout)
 
 
+def _extension_factor(
+    parameters: dict[str, Any], max_positions: Any, original_length: int
+) -> float:
+    """``factor``, or, as transformers reads a configuration without one (Phi-3,
+    DeepSeek-V3), ``max_position_embeddings / original_max_position_embeddings``."""
+    factor = parameters.get("factor")
+    if factor is not None:
+        return float(factor)
+    if max_positions is None:
+        raise ValueError("no factor, and no max_position_embeddings to derive it from")
+    return int(max_positions) / original_length
+
+
 def _yarn(
     parameters: dict[str, Any],
     dim: int,
@@ -321,10 +334,8 @@ def _yarn(
     max_positions: Any,
     layout: Layout,
 ) -> Rope:
-    """YaRN as transformers reads its parameters (a missing factor is the length ratio)."""
-    factor = parameters.get("factor")
-    if factor is None:
-        factor = int(max_positions) / original_length
+    """YaRN as transformers reads its parameters."""
+    factor = _extension_factor(parameters, max_positions, original_length)
     attention_factor = parameters.get("attention_factor")
     mscale, mscale_all_dim = parameters.get("mscale"), parameters.get("mscale_all_dim")
     if attention_factor is None and not (mscale and mscale_all_dim):
@@ -355,9 +366,7 @@ def _longrope(
     layout: Layout,
 ) -> Rope:
     """LongRoPE (Phi-3): RoPE's ladder divided pair by pair by the short or long factors."""
-    factor = parameters.get("factor")
-    if factor is None:
-        factor = int(max_positions) / original_length
+    factor = _extension_factor(parameters, max_positions, original_length)
     attention_factor = parameters.get("attention_factor")
     if attention_factor is None:
         attention_factor = (

@@ -211,6 +211,17 @@ def test_unknown_types_and_fields_are_refused_by_name() -> None:
         Rope.from_hf({"head_dim": 64})
     with pytest.raises(ValueError, match="neither head_dim nor"):
         Rope.from_hf({"rope_theta": 1e4})
+    with pytest.raises(ValueError, match="no factor, and no max_position_embeddings"):
+        Rope.from_hf(
+            {
+                "head_dim": 64,
+                "rope_parameters": {
+                    "rope_type": "yarn",
+                    "rope_theta": 1e4,
+                    "original_max_position_embeddings": 4096,
+                },
+            }
+        )
     with pytest.raises(ValueError, match="short_factor must hold 32 values"):
         Rope.from_hf(
             {
