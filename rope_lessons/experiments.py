@@ -523,11 +523,15 @@ class Summary:
 
     @property
     def half_width(self) -> float:
-        """Half-width of the 95% interval of the mean (Student's t with ``n - 1`` df);
-        infinite for one value, which bounds nothing."""
+        """Half-width of the 95% interval of the mean (:meth:`half_width_at` 0.95)."""
+        return self.half_width_at(0.95)
+
+    def half_width_at(self, level: float) -> float:
+        """Half-width of the two-sided ``level`` interval of the mean (Student's t with
+        ``n - 1`` df); infinite for one value, which bounds nothing."""
         if self.n < 2:
             return math.inf
-        return t_quantile_975(self.n - 1) * self.sem
+        return t_quantile(level, self.n - 1) * self.sem
 
     def __str__(self) -> str:
         return f"{self.mean:.3f} ± {self.std:.3f} [{self.low:.3f}, {self.high:.3f}] (n={self.n})"
@@ -687,7 +691,7 @@ class PairedComparison:
         at once with probability 95% or more. One seed bounds nothing: infinite."""
         check_positive_int(family, "family")
         s = self.summary
-        half = math.inf if s.n < 2 else t_quantile(1 - 0.05 / family, s.n - 1) * s.sem
+        half = s.half_width_at(1 - 0.05 / family)
         return s.mean - half, s.mean + half
 
     def resolved_for(self, family: int = 1) -> bool:

@@ -181,8 +181,13 @@ def hf_head_dim(config: Any, layer_type: str | None = None) -> int:
 def hf_rotary_dim(config: Any, layer_type: str | None = None) -> int:
     """How many leading features of each head rotate: ``int(head_dim * partial_rotary_factor)``
     for HF partial rotary, the whole head otherwise (p-RoPE's ``"proportional"`` included)."""
-    parameters = hf_rope_parameters(config, layer_type)
-    head_dim = hf_head_dim(config, layer_type)
+    return _rotating_features(
+        hf_rope_parameters(config, layer_type), hf_head_dim(config, layer_type)
+    )
+
+
+def _rotating_features(parameters: dict[str, Any], head_dim: int) -> int:
+    """:func:`hf_rotary_dim` from the parameters and head dimension already read."""
     if parameters["rope_type"] == "proportional":
         return head_dim
     return int(head_dim * float(parameters.get("partial_rotary_factor", 1.0)))
@@ -223,8 +228,10 @@ def rope_from_hf(
             (named; multimodal sections such as ``mrope_section`` among them),
             or a missing one.
     """
-    spec = _rotating_spec(config, layer_type, seq_len, layout)
+    parameters = hf_rope_parameters(config, layer_type)
     head_dim = hf_head_dim(config, layer_type)
+    max_positions = _get(_for_layer_type(config, layer_type), "max_position_embeddings")
+    spec = _rotating_spec(parameters, head_dim, max_positions, seq_len, layout)
     if spec.dim == head_dim:
         return spec
     if spec.base is not None and spec.p == 1.0 and spec.attention_factor == 1.0:
@@ -245,10 +252,14 @@ def rope_from_hf(
 
 
 def _rotating_spec(
-    config: Any, layer_type: str | None, seq_len: int | None, layout: Layout
+    parameters: dict[str, Any],
+    head_dim: int,
+    max_positions: Any,
+    seq_len: int | None,
+    layout: Layout,
 ) -> Rope:
-    """The spec of the rotating features alone (:func:`hf_rotary_dim` of them)."""
-    parameters = hf_rope_parameters(config, layer_type)
+    """The spec of the rotating features alone (:func:`hf_rotary_dim` of them), from the
+    configuration's parameters, head dimension and ``max_position_embeddings``."""
     rope_type = str(parameters["rope_type"])
     if rope_type not in HF_ROPE_TYPES:
         raise ValueError(f"rope_type {rope_type!r} is not one of {HF_ROPE_TYPES}")
@@ -258,9 +269,7 @@ def _rotating_spec(
     if seq_len is not None and rope_type not in ("dynamic", "longrope"):
         raise ValueError(f"seq_len is read only by 'dynamic' and 'longrope', not {rope_type!r}")
     base = float(parameters["rope_theta"])
-    head_dim = hf_head_dim(config, layer_type)
-    dim = hf_rotary_dim(config, layer_type)
-    max_positions = _get(_for_layer_type(config, layer_type), "max_position_embeddings")
+    dim = _rotating_features(parameters, head_dim)
 
     def original_length() -> int:
         value = parameters.get("original_max_position_embeddings") or max_positions

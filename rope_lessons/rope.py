@@ -980,17 +980,18 @@ class Rope:
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickle by value (the frozen attributes cannot be set one by one)."""
+        return (_rebuilt_rope, self._state(self.layout))
+
+    def _state(self, layout: Layout) -> tuple[Any, ...]:
+        """The arguments of ``_rebuilt_rope`` for this spec in ``layout``."""
         return (
-            _rebuilt_rope,
-            (
-                self._values,
-                self.layout,
-                self.attention_factor,
-                self.base,
-                self.p,
-                self.dim,
-                self.rotary_slice,
-            ),
+            self._values,
+            layout,
+            self.attention_factor,
+            self.base,
+            self.p,
+            self.dim,
+            self.rotary_slice,
         )
 
     @property
@@ -1071,7 +1072,7 @@ class Rope:
         What a transformers rotary embedding returns for ``position_ids`` of the
         same shape (``(B, T)`` there), so that the spec can stand in for one: each
         pair's angle :math:`m\theta_k` written to both of its features (the half
-        layout concatenates the ``d/2`` angles twice, the interleaved layout
+        layout concatenates the ``r/2`` angles twice, the interleaved layout
         repeats each one), and the attention factor multiplied in, as transformers
         multiplies it in (so that ``q * cos + rotate_half(q) * sin`` scales the
         queries by it). :meth:`apply` instead leaves the factor to the attention.
@@ -1144,15 +1145,7 @@ class Rope:
 
     def with_layout(self, layout: Layout) -> Rope:
         """The same frequencies and attention factor in ``layout``."""
-        return _rebuilt_rope(
-            self._values,
-            layout,
-            self.attention_factor,
-            self.base,
-            self.p,
-            self.dim,
-            self.rotary_slice,
-        )
+        return _rebuilt_rope(*self._state(layout))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready values: the frequencies, layout and attention factor that define

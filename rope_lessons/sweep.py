@@ -189,6 +189,11 @@ class Sweep:
         return loaded
 
 
+def _metric_name(run: Run[Any], name: str | None) -> str:
+    """``name``, or the metric ``run`` reads by default (loss for a corpus, accuracy for a task)."""
+    return name if name is not None else run.metric(run.eval_lens[0]).name
+
+
 def prediction_interval(values: Sequence[float], floor: float) -> tuple[float, float]:
     """Where a new seed's value lies with 99.9% probability, from the stored seeds' values.
 
@@ -550,8 +555,7 @@ class StoredSweep:
         for run in self.sweep.runs:
             results = self.results(run.label)
             if results:
-                metric_name = name if name is not None else run.metric(run.eval_lens[0]).name
-                table[run.label] = metric_by_length(results, metric_name)
+                table[run.label] = metric_by_length(results, _metric_name(run, name))
         return table
 
     def format_table(self, name: str | None = None) -> str:
@@ -560,11 +564,7 @@ class StoredSweep:
         table = self.table(name)
         lengths = sorted({length for row in table.values() for length in row})
         width = max([len("variant"), *(len(label) for label in table)])
-        metric_names = {
-            name if name is not None else run.metric(run.eval_lens[0]).name
-            for run in self.sweep.runs
-            if run.label in table
-        }
+        metric_names = {_metric_name(run, name) for run in self.sweep.runs if run.label in table}
         lines = [
             f"{self.sweep.name}: {', '.join(sorted(metric_names))}, mean ± standard deviation "
             "over the stored seeds",
