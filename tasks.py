@@ -2,10 +2,11 @@
 """The course's commands. Each sets up what it needs, then runs.
 
     python3 tasks.py book        build the HTML book, executing every notebook
-    python3 tasks.py test        lint, types (mypy), unit and property tests, nbval on every
-                                 notebook (the one execution: timed, budgets enforced, outputs
-                                 cached for the book), then build the book and test the site
-                                 in Chromium
+    python3 tasks.py test        lint (ruff); then on two processes, longest first: nbval on
+                                 every notebook (the one execution: timed, budgets enforced,
+                                 outputs cached for the book), types (mypy), the side checks
+                                 of tests/side_checks.py, unit and property tests; then build
+                                 the book and test the site in Chromium
     python3 tasks.py notebooks [PATH ...]
                                  re-execute notebooks in place (to refresh committed outputs)
     python3 tasks.py colab [PATH ...]
@@ -57,6 +58,9 @@ STAMP = VENV / ".rope-lessons-requirements.sha256"
 WEIGHTS_REQUIREMENTS = "requirements-weights.txt"
 NOTEBOOKS = ROOT / "notebooks"
 JUPYTER_CACHE = ROOT / "_build" / ".jupyter_cache"  # where the book build looks (_config.yml)
+# Chapter 9's model, dequantised once per run (rope_lessons.pretrained.model_cache_dir):
+# in _build, so that a fresh clone reads the GGUF file the first time, as a reader does.
+CI_ENV = {"ROPE_LESSONS_MODEL_CACHE": str(ROOT / "_build" / "model-cache")}
 
 
 def say(message: str) -> None:
@@ -134,46 +138,40 @@ def test(_: list[str]) -> None:
     start = time.perf_counter()
     run(PYTHON, "-m", "ruff", "check", ".")
     run(PYTHON, "-m", "ruff", "format", "--check", ".")
-    run(PYTHON, "-m", "mypy")  # strict: rope_lessons/, tests/, scripts/, tasks.py (pyproject.toml)
-    # Two processes (pytest-xdist): the unit tests take about half the time on two cores,
-    # and nothing else runs beside them.
-    run(PYTHON, "-m", "pytest", "--numprocesses=2", "tests", "--ignore=tests/built_site")
-    took("lint and unit tests", start)
-    # The side checks run beside nbval: every notebook process and test here is
-    # single-threaded, so on two cores both finish in about the time of nbval alone.
-    side_log = ROOT / "_build" / "side-checks.log"
-    side_log.parent.mkdir(exist_ok=True)
-    with side_log.open("w") as log:
-        side = subprocess.Popen(
-            [sys.executable, str(Path(__file__).resolve()), "side-checks"],
-            cwd=ROOT,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    # The one execution of the notebooks in this run: nbval checks them, and the
-    # plugin tests/notebook_ci.py prints each notebook's time (slowest first), fails
-    # one over its budget, and writes the executed notebooks into the book's
-    # jupyter-cache, tagged with this run's id, so that the book build executes
-    # none of them again (and tests/built_site checks that its pages show this run).
+    took("ruff", start)
+    # One pool of two pytest-xdist workers, each single-threaded, keeps both cores busy
+    # until the end: the notebooks (nbval: this run's one execution of each), the side
+    # checks of tests/side_checks.py (mypy; the stored sweeps' prefixes under
+    # ATEN_CPU_CAPABILITY=default; the GPU preset of every notebook whose GPU preset runs
+    # code its CPU preset does not) and the unit tests, longest first
+    # (tests/notebook_ci.py: run_order). --dist loadscope hands out whole notebooks,
+    # classes and modules; --no-loadscope-reorder keeps that order. The plugin
+    # tests/notebook_ci.py prints each notebook's time (slowest first), fails one over
+    # its budget, and writes the executed notebooks into the book's jupyter-cache,
+    # tagged with this run's id, so that the book build executes none of them again
+    # (and tests/built_site checks that its pages show this run).
     run_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
     start = time.perf_counter()
     run(
         PYTHON,
         "-m",
         "pytest",
+        "--numprocesses=2",
+        "--dist=loadscope",
+        "--no-loadscope-reorder",
         "-p",
         "tests.notebook_ci",
         "--nbval-lax",
         "--nbval-current-env",
         f"--notebook-cache={JUPYTER_CACHE}",
         f"--notebook-run={run_id}",
+        "tests/side_checks.py",
         *(str(p.relative_to(ROOT)) for p in notebook_paths()),
+        "tests",
+        "--ignore=tests/built_site",
+        env=CI_ENV,
     )
-    took("nbval", start)
-    returncode = side.wait()
-    print(side_log.read_text(), flush=True)
-    if returncode:
-        sys.exit(f"the side checks failed (exit status {returncode}): see the log above")
+    took("types, unit tests, notebooks and side checks", start)
     start = time.perf_counter()
     build_book()
     took("book build", start)
@@ -185,18 +183,6 @@ def test(_: list[str]) -> None:
     }
     run(PYTHON, "-m", "pytest", "tests/built_site", env=required)
     took("site tests in Chromium", start)
-
-
-def side_checks(_: list[str]) -> None:
-    """What `test` runs beside nbval: the cheap part of `capabilities` (the stored
-    sweeps' prefixes under the instruction set least like any modern machine's, no
-    vector extensions), then every notebook with the gpu preset at smoke scale."""
-    start = time.perf_counter()
-    run(PYTHON, "-m", "pytest", "-q", STORED_SWEEP_TESTS, env=capability_env("default"))
-    took("stored-sweep tests under ATEN_CPU_CAPABILITY=default", start)
-    start = time.perf_counter()
-    gpu_smoke([])
-    took("gpu preset, smoke scale", start)
 
 
 def build_book() -> None:
@@ -391,7 +377,6 @@ COMMANDS = {
     "colab": colab,
     "capabilities": capabilities,
     "gpu-smoke": gpu_smoke,
-    "side-checks": side_checks,
 }
 
 

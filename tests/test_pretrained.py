@@ -60,7 +60,11 @@ TEXT = (
 
 @pytest.fixture(scope="module")
 def model() -> Iterator[pretrained.Pretrained]:
-    yield pretrained.load_smollm2()
+    # from the GGUF file itself, even where CI keeps a dequantised copy
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv(pretrained.MODEL_CACHE_ENV, raising=False)
+        loaded = pretrained.load_smollm2()
+    yield loaded
 
 
 @pytest.fixture(scope="module")
@@ -386,3 +390,45 @@ def test_window_masks_mean_the_same_under_eager_attention(
     finally:
         model.model.set_attn_implementation("sdpa")
     torch.testing.assert_close(eager, sdpa, rtol=1e-4, atol=1e-4)
+
+
+def test_without_the_variable_nothing_is_cached(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(pretrained.MODEL_CACHE_ENV, raising=False)
+    assert pretrained.model_cache_dir(Path(__file__), torch.float32) is None
+
+
+def test_the_cache_folder_names_the_file_content_and_dtype(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv(pretrained.MODEL_CACHE_ENV, str(tmp_path))
+    file = tmp_path / "weights.gguf"
+    file.write_bytes(b"one")
+    first = pretrained.model_cache_dir(file, torch.float32)
+    assert first is not None and first.parent == tmp_path and "float32" in first.name
+    assert pretrained.model_cache_dir(file, torch.float32) == first
+    assert pretrained.model_cache_dir(file, torch.bfloat16) != first
+    file.write_bytes(b"two")
+    assert pretrained.model_cache_dir(file, torch.float32) != first
+
+
+@needs_weights
+def test_a_load_from_the_cache_is_the_model_of_the_gguf_file(
+    model: pretrained.Pretrained, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The dequantised copy gives the same weights, tokens and logits, bit for bit."""
+    monkeypatch.setenv(pretrained.MODEL_CACHE_ENV, str(tmp_path))
+    cache = pretrained.model_cache_dir(model.path, torch.float32)
+    assert cache is not None and not cache.exists()
+    pretrained._write_model_cache(model.model, model.tokenizer, cache)
+    assert (cache / "model.safetensors").is_file()
+    assert [p.name for p in tmp_path.iterdir()] == [cache.name]  # no staging folder left
+    cached = pretrained.load_smollm2()
+    ours, theirs = model.model.state_dict(), cached.model.state_dict()
+    assert ours.keys() == theirs.keys()
+    assert all(torch.equal(ours[name], theirs[name]) for name in ours)
+    text = TEXT + " \n\n  Ünïcödé 12345"
+    assert cached.encode(text).tolist() == model.encode(text).tolist()
+    ids = model.encode(TEXT)[None]
+    with torch.no_grad():
+        assert torch.equal(cached.model(ids).logits, model.model(ids).logits)
+    assert cached.rope == model.rope
