@@ -394,6 +394,7 @@ def main() -> None:
     start = time.perf_counter()
     if args.command != "colab":  # colab builds its own environment from scratch
         ensure_environment()
+        took("environment", start)
     COMMANDS[args.command](args.notebooks)
     say(f"'{args.command}' finished in {time.perf_counter() - start:.0f} s")
 
