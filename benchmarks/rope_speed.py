@@ -1,7 +1,7 @@
 """Time RoPE's forms at several lengths and print ratios to apply_rope, a plain copy and HF.
 
     python benchmarks/rope_speed.py [--seq-lens 128 512 2048 8192] [--repeats 7]
-                                    [--batch 1] [--heads 8] [--dim 64]
+                                    [--batch 1] [--heads 8 16] [--dims 64 128]
                                     [--threads 1] [--device cpu]
 
 Every form is first checked against the reference on the same input; then all
@@ -10,8 +10,9 @@ table gives each form's median time per call and its time as a multiple of the
 reference form in the same repeat (min / median / max over repeats), then the
 median over repeats of its time as a multiple of a plain copy of the input
 (the memory-bound floor) and of Hugging Face's ``x*cos + rotate_half(x)*sin``
-in the same repeat. The memory-bound regime of a Llama-sized head is
-``--seq-lens 8192 --heads 16 --dim 128``.
+in the same repeat. By default the grid is every length with 8 and 16 heads
+of dimension 64 and 128, one table per (heads, dimension); the memory-bound
+regime of a Llama-sized head is ``--seq-lens 8192 --heads 16 --dims 128``.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seq-lens", type=int, nargs="+", default=[128, 512, 2048, 8192])
     parser.add_argument("--batch", type=int, default=1)
-    parser.add_argument("--heads", type=int, default=8)
-    parser.add_argument("--dim", type=int, default=64)
+    parser.add_argument("--heads", type=int, nargs="+", default=[8, 16])
+    parser.add_argument("--dims", type=int, nargs="+", default=[64, 128])
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--min-time", type=float, default=0.05, help="seconds per measurement")
     parser.add_argument("--threads", type=int, default=1, help="CPU threads")
@@ -37,20 +38,23 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     print(
-        f"input (batch, heads, T, dim) = ({args.batch}, {args.heads}, T, {args.dim}), float32, "
-        f"{args.device}, {torch.get_num_threads()} CPU thread(s); torch {torch.__version__}, "
-        f"{platform.processor() or platform.machine()}; {args.repeats} repeats"
+        f"float32, {args.device}, {torch.get_num_threads()} CPU thread(s); torch "
+        f"{torch.__version__}, {platform.processor() or platform.machine()}; "
+        f"{args.repeats} repeats"
     )
-    timings = time_rope_forms(
-        args.seq_lens,
-        batch=args.batch,
-        heads=args.heads,
-        dim=args.dim,
-        repeats=args.repeats,
-        min_time=args.min_time,
-        device=args.device,
-    )
-    print(format_timings(timings))
+    for heads in args.heads:
+        for dim in args.dims:
+            print(f"\ninput (batch, heads, T, dim) = ({args.batch}, {heads}, T, {dim})")
+            timings = time_rope_forms(
+                args.seq_lens,
+                batch=args.batch,
+                heads=heads,
+                dim=dim,
+                repeats=args.repeats,
+                min_time=args.min_time,
+                device=args.device,
+            )
+            print(format_timings(timings))
 
 
 if __name__ == "__main__":
