@@ -78,7 +78,7 @@ _TYPE_FIELDS: dict[str, frozenset[str]] = {
 }
 
 
-def _get(config: Any, name: str) -> Any:
+def config_field(config: Any, name: str) -> Any:
     """A field of a configuration object or dict; None when it is absent (or, on a
     configuration whose layers differ, when it must be read from one layer's)."""
     if isinstance(config, Mapping):
@@ -93,7 +93,7 @@ def _for_layer_type(config: Any, layer_type: str | None) -> Any:
     """The configuration that holds ``layer_type``'s fields: ``per_layer_config[layer_type]``
     of a configuration object (Gemma 4), or a dict with the overrides that a
     ``config.json`` keeps under the index of the first layer of that type."""
-    per_layer = _get(config, "per_layer_config")
+    per_layer = config_field(config, "per_layer_config")
     if layer_type is None or per_layer is None:
         return config
     if not isinstance(per_layer, Mapping):
@@ -101,7 +101,7 @@ def _for_layer_type(config: Any, layer_type: str | None) -> Any:
             return per_layer[layer_type]
         except (KeyError, IndexError, TypeError, ValueError):
             return config
-    layer_types = list(_get(config, "layer_types") or [])
+    layer_types = list(config_field(config, "layer_types") or [])
     if not isinstance(config, Mapping) or layer_type not in layer_types:
         return config
     index = layer_types.index(layer_type)
@@ -128,12 +128,12 @@ def hf_rope_parameters(config: Any, layer_type: str | None = None) -> dict[str, 
             with one it does not have), a ``layer_type`` for a configuration
             that has only one set of parameters, or no ``rope_theta``.
     """
-    parameters = _get(config, "rope_parameters")
+    parameters = config_field(config, "rope_parameters")
     if parameters is None:
-        scaling = _get(config, "rope_scaling")
+        scaling = config_field(config, "rope_scaling")
         parameters = {**_as_dict(scaling, "rope_scaling")} if scaling is not None else {}
-        if _get(config, "rope_theta") is not None:
-            parameters.setdefault("rope_theta", _get(config, "rope_theta"))
+        if config_field(config, "rope_theta") is not None:
+            parameters.setdefault("rope_theta", config_field(config, "rope_theta"))
     parameters = _as_dict(parameters, "rope_parameters")
     per_layer = bool(parameters) and all(isinstance(v, Mapping) for v in parameters.values())
     if per_layer:
@@ -156,8 +156,8 @@ def hf_rope_parameters(config: Any, layer_type: str | None = None) -> dict[str, 
         parameters["rope_type"] = parameters["type"]
     parameters.pop("type", None)
     parameters.setdefault("rope_type", "default")
-    if "partial_rotary_factor" not in parameters and _get(config, "partial_rotary_factor"):
-        parameters["partial_rotary_factor"] = _get(config, "partial_rotary_factor")
+    if "partial_rotary_factor" not in parameters and config_field(config, "partial_rotary_factor"):
+        parameters["partial_rotary_factor"] = config_field(config, "partial_rotary_factor")
     if parameters.get("rope_theta") is None:
         raise ValueError("the configuration gives no rope_theta (the base)")
     return parameters
@@ -167,9 +167,12 @@ def hf_head_dim(config: Any, layer_type: str | None = None) -> int:
     """The head dimension transformers uses: ``head_dim`` (of the layer type's own
     configuration where layers differ), else ``hidden_size // num_attention_heads``."""
     source = _for_layer_type(config, layer_type)
-    head_dim = _get(source, "head_dim")
+    head_dim = config_field(source, "head_dim")
     if head_dim is None:
-        hidden, heads = _get(source, "hidden_size"), _get(source, "num_attention_heads")
+        hidden, heads = (
+            config_field(source, "hidden_size"),
+            config_field(source, "num_attention_heads"),
+        )
         if hidden is None or heads is None:
             raise ValueError(
                 "the configuration gives neither head_dim nor hidden_size and num_attention_heads"
@@ -230,7 +233,7 @@ def rope_from_hf(
     """
     parameters = hf_rope_parameters(config, layer_type)
     head_dim = hf_head_dim(config, layer_type)
-    max_positions = _get(_for_layer_type(config, layer_type), "max_position_embeddings")
+    max_positions = config_field(_for_layer_type(config, layer_type), "max_position_embeddings")
     spec = _rotating_spec(parameters, head_dim, max_positions, seq_len, layout)
     if spec.dim == head_dim:
         return spec

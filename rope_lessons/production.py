@@ -1,0 +1,165 @@
+r"""RoPE in the models of 2025-2026, layer by layer, from their transformers configurations.
+
+A production model's configuration says, for each layer, whether it rotates
+at all, with which frequencies, and which keys each query may see. These
+functions read that from a ``transformers`` configuration object (or its
+``config.json`` dict) in the course's terms, so that the course's
+:func:`~rope_lessons.attention.attention` reproduces the model's own
+attention layer (the course's tests check it, family by family, against the
+layers of the pinned transformers):
+
+- :func:`uses_rope`: NoPE layers, flagged per layer in ``no_rope_layers``
+  (SmolLM3 drops RoPE from every fourth layer, Llama 4 from every fourth as
+  well: iRoPE);
+- :func:`layer_local`: the keys a layer's queries see, from ``layer_types``
+  (``"sliding_attention"``: a window; ``"chunked_attention"``: Llama 4's chunks);
+- :func:`layer_rope`: the layer's :class:`~rope_lessons.rope.Rope`, or None on
+  a NoPE layer, in the layout the family's code rotates (:data:`LAYOUTS`);
+- :func:`nope_temperature`: the factor by which Llama 4 scales the queries of
+  its NoPE layers, growing with the logarithm of the position;
+- :func:`qk_rms_norm`: the weightless RMS norm Llama 4 applies to rotated
+  queries and keys; a rotation keeps a vector's norm, so it may be applied
+  before RoPE instead, which is how :func:`~rope_lessons.attention.attention`
+  (which rotates inside) takes it.
+
+Shapes: ``B`` batch, ``H`` heads, ``T`` positions, ``D`` head dimension.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from rope_lessons.attention import Local
+from rope_lessons.hf import config_field, rope_from_hf
+from rope_lessons.rope import Layout, Rope
+
+# How each family's modeling code in transformers lays out a head's pairs:
+# rotate_half (pairs k, k + D/2) or view_as_complex on neighbours (pairs 2k, 2k+1).
+LAYOUTS: dict[str, Layout] = {
+    "llama": "half",
+    "smollm3": "half",
+    "llama4_text": "interleaved",
+}
+
+
+def _model_type(config: Any) -> str:
+    model_type = config_field(config, "model_type")
+    if model_type not in LAYOUTS:
+        raise ValueError(
+            f"no layout is recorded for model_type {model_type!r}; known: {sorted(LAYOUTS)}"
+        )
+    return str(model_type)
+
+
+def _layer_count(config: Any) -> int:
+    count = config_field(config, "num_hidden_layers")
+    if not isinstance(count, int) or count < 1:
+        raise ValueError(f"the configuration needs num_hidden_layers, got {count!r}")
+    return count
+
+
+def _check_layer(config: Any, layer_idx: int) -> None:
+    count = _layer_count(config)
+    if isinstance(layer_idx, bool) or not isinstance(layer_idx, int):
+        raise TypeError(f"layer_idx must be an int, got {layer_idx!r}")
+    if not 0 <= layer_idx < count:
+        raise ValueError(f"layer_idx {layer_idx} is not a layer of this model (0 .. {count - 1})")
+
+
+def uses_rope(config: Any, layer_idx: int) -> bool:
+    """Whether layer ``layer_idx`` rotates its queries and keys.
+
+    ``no_rope_layers[i]`` is 1 for a layer with RoPE and 0 for a NoPE layer
+    (SmolLM3, Llama 4); a configuration without the field rotates in every layer.
+    """
+    _check_layer(config, layer_idx)
+    flags = config_field(config, "no_rope_layers")
+    if flags is None:
+        return True
+    if len(flags) != _layer_count(config):
+        raise ValueError(
+            f"no_rope_layers has {len(flags)} entries for {_layer_count(config)} layers"
+        )
+    return bool(flags[layer_idx])
+
+
+def layer_type(config: Any, layer_idx: int) -> str:
+    """``layer_types[layer_idx]`` (``"full_attention"`` where the field is absent)."""
+    _check_layer(config, layer_idx)
+    types = config_field(config, "layer_types")
+    return "full_attention" if types is None else str(types[layer_idx])
+
+
+def layer_local(config: Any, layer_idx: int) -> Local | None:
+    """The keys a query of layer ``layer_idx`` sees beyond the causal mask.
+
+    ``"sliding_attention"``: the last ``sliding_window`` positions, the query's
+    own included (Hugging Face's ``kv_idx > q_idx - sliding_window``), unless
+    ``use_sliding_window`` is False (SmolLM3's switch); ``"chunked_attention"``:
+    the query's chunk of ``attention_chunk_size`` positions (Llama 4). None:
+    every earlier key.
+    """
+    kind = layer_type(config, layer_idx)
+    if kind == "sliding_attention":
+        if config_field(config, "use_sliding_window") is False:
+            return None
+        return Local(int(config_field(config, "sliding_window")), "window")
+    if kind == "chunked_attention":
+        return Local(int(config_field(config, "attention_chunk_size")), "chunk")
+    if kind == "full_attention":
+        return None
+    raise ValueError(f"layer type {kind!r} of layer {layer_idx} is not one this module reads")
+
+
+def layer_rope(config: Any, layer_idx: int) -> Rope | None:
+    """Layer ``layer_idx``'s RoPE spec (:func:`~rope_lessons.hf.rope_from_hf` in the
+    family's layout, :data:`LAYOUTS`), or None for a NoPE layer."""
+    if not uses_rope(config, layer_idx):
+        return None
+    return rope_from_hf(config, layout=LAYOUTS[_model_type(config)])
+
+
+def nope_temperature(
+    positions: torch.Tensor, *, floor_scale: float, attn_scale: float
+) -> torch.Tensor:
+    r"""Llama 4's query scale in its NoPE layers: :math:`1 + s\,\ln(1 + \lfloor (m+1)/f \rfloor)`.
+
+    Without RoPE nothing tells near keys from far ones, and a softmax over
+    more keys grows flatter; scaling the logits up with the logarithm of the
+    position keeps them sharp. transformers' Llama 4 code cites K. M.
+    Nakanishi's Scalable-Softmax (arXiv:2501.19399), which multiplies the
+    query by :math:`s \log n` for ``n`` keys. The scale is 1 for the first
+    ``f - 1`` positions.
+
+    Args:
+        positions: integer positions ``m``, any shape.
+        floor_scale: ``f``, the config's ``floor_scale`` (8192 in Llama 4).
+        attn_scale: ``s``, the config's ``attn_scale`` (0.1 in Llama 4).
+
+    Returns:
+        float32 scales of the shape of ``positions``, computed as transformers does.
+    """
+    if positions.is_floating_point() or positions.is_complex():
+        raise TypeError(f"positions must be integers, got {positions.dtype}")
+    if not floor_scale > 0:
+        raise ValueError(f"floor_scale must be positive, got {floor_scale}")
+    steps = torch.floor((positions.float() + 1.0) / floor_scale)
+    return torch.log1p(steps) * attn_scale + 1.0
+
+
+def qk_rms_norm(x: torch.Tensor, eps: float) -> torch.Tensor:
+    r"""``x`` divided by its root mean square over the last axis, without a weight.
+
+    :math:`x / \sqrt{\overline{x^2} + \epsilon}`, computed in float32 and
+    returned in ``x``'s dtype, as Llama 4's ``Llama4TextL2Norm``. A rotation
+    keeps :math:`\overline{x^2}`, so norming before RoPE equals norming after
+    it up to rounding.
+
+    Args:
+        x: ``(..., D)``.
+        eps: added to the mean square (the config's ``rms_norm_eps``).
+    """
+    computed = x.float()
+    return (computed * torch.rsqrt(computed.pow(2).mean(-1, keepdim=True) + eps)).type_as(x)

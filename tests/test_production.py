@@ -1,0 +1,206 @@
+"""Production models' attention layers, rebuilt from the course's parts.
+
+Each test instantiates transformers' own attention layer of a family from a
+tiny random configuration (no weights needed), runs it with the mask and
+position embeddings transformers' model would build, and runs the course's
+:func:`attention` on the same projections with the spec, window and scales that
+:mod:`rope_lessons.production` reads from the configuration. The outputs agree
+to float32 rounding; a changed layout, a dropped scale or a missing mask does
+not, so each test can fail.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import pytest
+import torch
+
+from rope_lessons.attention import Local, attention
+from rope_lessons.production import (
+    layer_local,
+    layer_rope,
+    layer_type,
+    nope_temperature,
+    qk_rms_norm,
+    uses_rope,
+)
+
+transformers = pytest.importorskip("transformers")
+
+B, T, HIDDEN, HEADS, KV_HEADS, HEAD_DIM = 2, 11, 32, 4, 2, 8
+TOLERANCE = 1e-5  # rtol and atol: float32 rounding
+
+
+def _quiet(make: Any, **fields: Any) -> Any:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return make(**fields, attn_implementation="eager")
+
+
+def _projections(layer: Any, hidden: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The layer's queries, keys and values ``(B, H, T, D)``, unrotated."""
+    split = (B, T, -1, HEAD_DIM)
+    return tuple(
+        proj(hidden).view(split).transpose(1, 2)
+        for proj in (layer.q_proj, layer.k_proj, layer.v_proj)
+    )
+
+
+def _output(layer: Any, out: torch.Tensor) -> torch.Tensor:
+    projected: torch.Tensor = layer.o_proj(out.transpose(1, 2).reshape(B, T, -1))
+    return projected  # (B, T, hidden)
+
+
+def _smollm3() -> Any:
+    return _quiet(
+        transformers.SmolLM3Config,
+        hidden_size=HIDDEN,
+        num_attention_heads=HEADS,
+        num_key_value_heads=KV_HEADS,
+        num_hidden_layers=4,
+        intermediate_size=64,
+        max_position_embeddings=64,
+    )
+
+
+def test_smollm3_drops_rope_from_every_fourth_layer() -> None:
+    config = _smollm3()
+    assert [uses_rope(config, i) for i in range(4)] == [True, True, True, False]
+    assert layer_rope(config, 3) is None
+    spec = layer_rope(config, 0)
+    assert spec is not None and spec.layout == "half" and spec.dim == HEAD_DIM
+    assert layer_local(config, 0) is None  # use_sliding_window is off by default
+
+
+@pytest.mark.parametrize("layer_idx", [0, 3], ids=["rope layer", "nope layer"])
+def test_a_smollm3_attention_layer_is_the_courses_attention(layer_idx: int) -> None:
+    from transformers.masking_utils import create_causal_mask
+    from transformers.models.smollm3.modeling_smollm3 import (
+        SmolLM3Attention,
+        SmolLM3RotaryEmbedding,
+    )
+
+    config = _smollm3()
+    torch.manual_seed(0)
+    layer = SmolLM3Attention(config, layer_idx=layer_idx).eval()
+    hidden = torch.randn(B, T, HIDDEN)
+    positions = torch.arange(T).expand(B, T)
+    mask = create_causal_mask(
+        config=config, inputs_embeds=hidden, attention_mask=None,
+        past_key_values=None, position_ids=positions,
+    )  # fmt: skip
+    with torch.no_grad():
+        theirs, _ = layer(hidden, SmolLM3RotaryEmbedding(config)(hidden, positions), mask)
+        q, k, v = _projections(layer, hidden)
+        spec = layer_rope(config, layer_idx)
+        if spec is None:
+            ours = _output(layer, attention(q, k, v, placement="nope"))
+        else:
+            ours = _output(layer, attention(q, k, v, rope=spec, placement="qk"))
+        # the other answer to "does this layer rotate?" is not the model
+        flipped = _output(layer, attention(q, k, v, placement="qk" if spec is None else "nope"))
+    torch.testing.assert_close(ours, theirs, rtol=TOLERANCE, atol=TOLERANCE)
+    assert not torch.allclose(flipped, theirs, atol=1e-3)
+
+
+def _llama4(**fields: Any) -> Any:
+    return _quiet(
+        transformers.Llama4TextConfig,
+        hidden_size=HIDDEN,
+        num_attention_heads=HEADS,
+        num_key_value_heads=KV_HEADS,
+        head_dim=HEAD_DIM,
+        num_hidden_layers=4,
+        intermediate_size=64,
+        intermediate_size_mlp=64,
+        max_position_embeddings=64,
+        attention_chunk_size=4,  # chunks of 4 in the RoPE layers
+        floor_scale=3,  # the NoPE layers' temperature steps up at positions 2, 5, 8
+        **fields,
+    )
+
+
+def test_llama4_is_irope() -> None:
+    """Three chunked RoPE layers (interleaved, through view_as_complex), then a full
+    NoPE layer whose queries are scaled by the temperature."""
+    config = _llama4()
+    assert [layer_type(config, i) for i in range(4)] == ["chunked_attention"] * 3 + [
+        "full_attention"
+    ]
+    assert layer_local(config, 0) == Local(4, "chunk") and layer_local(config, 3) is None
+    spec = layer_rope(config, 0)
+    assert spec is not None and spec.layout == "interleaved"
+    assert layer_rope(config, 3) is None
+    scales = nope_temperature(torch.arange(9), floor_scale=3, attn_scale=0.1)
+    assert torch.equal(scales[:2], torch.ones(2)) and bool((scales.diff() >= 0).all())
+    assert scales[8].item() == pytest.approx(1 + 0.1 * torch.log(torch.tensor(4.0)).item())
+
+
+@pytest.mark.parametrize("layer_idx", [0, 3], ids=["chunked rope layer", "nope layer"])
+def test_a_llama4_attention_layer_is_the_courses_attention(layer_idx: int) -> None:
+    from transformers.masking_utils import create_causal_mask, create_chunked_causal_mask
+    from transformers.models.llama4.modeling_llama4 import (
+        Llama4TextAttention,
+        Llama4TextRotaryEmbedding,
+    )
+
+    config = _llama4()
+    torch.manual_seed(0)
+    layer = Llama4TextAttention(config, layer_idx=layer_idx).eval()
+    hidden = torch.randn(B, T, HIDDEN)
+    positions = torch.arange(T).expand(B, T)
+    make_mask = (
+        create_chunked_causal_mask
+        if layer_type(config, layer_idx) == "chunked_attention"
+        else create_causal_mask
+    )
+    mask = make_mask(
+        config=config, inputs_embeds=hidden, attention_mask=None,
+        past_key_values=None, position_ids=positions,
+    )  # fmt: skip
+    rotary = Llama4TextRotaryEmbedding(config)(hidden, positions)
+    spec, local = layer_rope(config, layer_idx), layer_local(config, layer_idx)
+    with torch.no_grad():
+        theirs, _ = layer(hidden, rotary, mask)
+        q, k, v = _projections(layer, hidden)
+        if spec is not None:  # QK norm; a rotation keeps the norm, so before RoPE is the same
+            q, k = qk_rms_norm(q, config.rms_norm_eps), qk_rms_norm(k, config.rms_norm_eps)
+            ours = _output(layer, attention(q, k, v, rope=spec, local=local))
+            wrong = [  # the half layout, or no chunks
+                attention(q, k, v, rope=spec.with_layout("half"), local=local),
+                attention(q, k, v, rope=spec),
+            ]
+        else:
+            scales = nope_temperature(
+                torch.arange(T), floor_scale=config.floor_scale, attn_scale=config.attn_scale
+            )
+            scaled = q * scales[:, None]  # (B, H, T, D) times (T, 1)
+            ours = _output(layer, attention(scaled, k, v, placement="nope", local=local))
+            wrong = [attention(q, k, v, placement="nope")]  # without the temperature
+    torch.testing.assert_close(ours, theirs, rtol=TOLERANCE, atol=TOLERANCE)
+    for changed in wrong:
+        assert not torch.allclose(_output(layer, changed), theirs, atol=1e-3)
+
+
+def test_bad_layers_and_unknown_families_are_refused() -> None:
+    config = _smollm3()
+    with pytest.raises(ValueError, match="not a layer of this model"):
+        uses_rope(config, 4)
+    with pytest.raises(TypeError, match="layer_idx must be an int"):
+        uses_rope(config, True)
+    with pytest.raises(ValueError, match="no layout is recorded for model_type 'mystery'"):
+        layer_rope({"model_type": "mystery", "num_hidden_layers": 2}, 0)
+    with pytest.raises(TypeError, match="positions must be integers"):
+        nope_temperature(torch.ones(3), floor_scale=8192, attn_scale=0.1)
+
+
+def test_rms_norm_commutes_with_rope() -> None:
+    from rope_lessons.rope import Rope
+
+    x = torch.randn(2, 3, 7, 8)
+    spec = Rope(8, 10000.0, "interleaved")
+    before = spec.apply(qk_rms_norm(x, 1e-5))
+    after = qk_rms_norm(spec.apply(x), 1e-5)
+    torch.testing.assert_close(before, after, rtol=1e-6, atol=1e-6)
