@@ -482,6 +482,7 @@ def attention(
     local: Local | None = ...,
     key_mask: torch.Tensor | None = ...,
     attn_mask: torch.Tensor | None = ...,
+    sinks: torch.Tensor | None = ...,
 ) -> torch.Tensor: ...
 
 
@@ -502,6 +503,7 @@ def attention(
     local: Local | None = ...,
     key_mask: torch.Tensor | None = ...,
     attn_mask: torch.Tensor | None = ...,
+    sinks: torch.Tensor | None = ...,
 ) -> tuple[torch.Tensor, torch.Tensor]: ...
 
 
@@ -522,6 +524,7 @@ def attention(
     local: Local | None = ...,
     key_mask: torch.Tensor | None = ...,
     attn_mask: torch.Tensor | None = ...,
+    sinks: torch.Tensor | None = ...,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]: ...
 
 
@@ -541,6 +544,7 @@ def attention(
     local: Local | None = None,
     key_mask: torch.Tensor | None = None,
     attn_mask: torch.Tensor | None = None,
+    sinks: torch.Tensor | None = None,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     r"""Softmax attention :math:`o_m = \sum_n a_{mn} v_n` with RoPE at ``placement``.
 
@@ -596,10 +600,16 @@ def attention(
             ``scaled_dot_product_attention`` reads it. Combined with every
             other mask. A query that ``key_mask`` and ``attn_mask`` leave
             without a key gets output 0 and weights 0.
+        sinks: attention sinks ``(H,)``, one learned logit per query head
+            (gpt-oss): each row's softmax runs over its keys and the sink,
+            whose share is then dropped, so a head can give its keys less
+            than all of its weight. The weights path computes them (the
+            fused kernel has no sinks); gradients flow into them.
 
     Returns:
         The output ``(B, H, T_q, Dv)``, and with ``return_weights`` the
-        weights ``(B, H, T_q, T_k)`` whose rows sum to one.
+        weights ``(B, H, T_q, T_k)`` whose rows sum to one (to less than one
+        with ``sinks``: the rest is the sink's).
 
     Raises:
         TypeError: for a string passed as ``rope`` (the placement is
@@ -609,6 +619,8 @@ def attention(
             with ``T_q != T_k``), and a causal query that would see no key.
     """
     _check_qkv(q, k, v)
+    if sinks is not None:
+        _check_sinks(sinks, q.shape[1], q.device)
     rotary = _Rotary.checked(
         placement, rope, q.shape, k.shape, v.shape[-1], q.device,
         positions, q_positions, k_positions, theta,
@@ -639,7 +651,7 @@ def attention(
     q, k, v = rotary.inputs(q, k, v)
     if mask is not None and mask.is_floating_point():
         mask = mask.to(q.dtype)
-    if return_weights:
+    if return_weights or sinks is not None:
         k, v = _repeat_heads(k, v, heads)
         scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, T_q, T_k)
         if mask is not None and mask.is_floating_point():
@@ -650,7 +662,11 @@ def attention(
             seq_len = q.shape[-2]
             future = torch.ones(seq_len, seq_len, dtype=torch.bool, device=q.device).triu(1)
             scores = scores.masked_fill(future, float("-inf"))
-        weights = scores.softmax(dim=-1)
+        if sinks is None:
+            weights = scores.softmax(dim=-1)
+        else:  # one more logit per row, the head's sink, whose share is dropped
+            sink = sinks.to(scores.dtype).view(1, heads, 1, 1).expand(*scores.shape[:-1], 1)
+            weights = torch.cat([scores, sink], dim=-1).softmax(dim=-1)[..., :-1]
         if dead is not None:
             weights = weights.masked_fill(dead[..., None], 0.0)
         out = weights @ v  # (B, H, T_q, Dv)
@@ -660,6 +676,17 @@ def attention(
             out = out.masked_fill(dead[..., None], 0.0)
     out = rotary.output(out)
     return (out, weights) if return_weights else out
+
+
+def _check_sinks(sinks: torch.Tensor, heads: int, device: torch.device) -> None:
+    if not isinstance(sinks, torch.Tensor) or not sinks.is_floating_point():
+        raise TypeError("sinks must be a floating tensor (H,), one logit per query head")
+    if tuple(sinks.shape) != (heads,):
+        raise ValueError(f"sinks must have shape (H,) = ({heads},), got {tuple(sinks.shape)}")
+    if sinks.device != device:
+        raise ValueError(f"sinks are on {sinks.device}, the queries on {device}")
+    if not bool(torch.isfinite(sinks).all()):
+        raise ValueError("sinks must be finite")
 
 
 def _given_mask(

@@ -12,11 +12,15 @@ layers of the pinned transformers):
   (SmolLM3 drops RoPE from every fourth layer, Llama 4 from every fourth as
   well: iRoPE);
 - :func:`layer_local`: the keys a layer's queries see, from ``layer_types``
-  (``"sliding_attention"``: a window; ``"chunked_attention"``: Llama 4's chunks);
+  (``"sliding_attention"``: a window, as in gpt-oss's every other layer;
+  ``"chunked_attention"``: Llama 4's chunks);
 - :func:`layer_rope`: the layer's :class:`~rope_lessons.rope.Rope`, or None on
   a NoPE layer, in the layout the family's code rotates (:data:`LAYOUTS`);
 - :func:`nope_temperature`: the factor by which Llama 4 scales the queries of
   its NoPE layers, growing with the logarithm of the position;
+- gpt-oss's learned attention sinks are the ``sinks`` of
+  :func:`~rope_lessons.attention.attention`, its YaRN (factor 32) the spec
+  that :func:`layer_rope` reads;
 - :func:`qk_rms_norm`: the weightless RMS norm Llama 4 applies to rotated
   queries and keys; a rotation keeps a vector's norm, so it may be applied
   before RoPE instead, which is how :func:`~rope_lessons.attention.attention`
@@ -41,6 +45,7 @@ LAYOUTS: dict[str, Layout] = {
     "llama": "half",
     "smollm3": "half",
     "llama4_text": "interleaved",
+    "gpt_oss": "half",
 }
 
 

@@ -164,3 +164,39 @@ def test_a_left_padded_batch_equals_transformers_eager_attention() -> None:
     unmasked = attention(q, k, v, rope=Rope.from_hf(config), q_positions=position_ids,
                          k_positions=position_ids)  # fmt: skip
     assert not torch.allclose(unmasked[0, :, 3:], out[0, :, 3:], atol=1e-3)
+
+
+def test_a_sink_scales_each_row_by_the_share_the_keys_keep() -> None:
+    """With sinks the weights are softmax over keys and sink with the sink's column dropped:
+    the keys' weights keep their ratios, and the row sums to 1 / (1 + e^(s - lse))."""
+    torch.manual_seed(0)
+    q, k, v = torch.randn(2, 4, 6, 8), torch.randn(2, 2, 6, 8), torch.randn(2, 2, 6, 8)
+    sinks = torch.tensor([-1.0, 0.0, 1.0, 3.0])
+    plain, plain_weights = attention(q, k, v, rope=Rope(8), return_weights=True)
+    out, weights = attention(q, k, v, rope=Rope(8), sinks=sinks, return_weights=True)
+    kept = weights.sum(-1, keepdim=True)  # (B, H, T, 1)
+    torch.testing.assert_close(weights, plain_weights * kept)
+    torch.testing.assert_close(out, plain * kept)
+    fused = attention(q, k, v, rope=Rope(8), sinks=sinks)  # the same path without weights
+    torch.testing.assert_close(fused, out)
+    # the first query sees one key: its weight is the logistic of score minus sink
+    score = Rope(8).apply(q)[..., 0, :] * Rope(8).apply(k).repeat_interleave(2, 1)[..., 0, :]
+    expected = torch.sigmoid(score.sum(-1) / 8**0.5 - sinks)  # (B, H)
+    torch.testing.assert_close(weights[..., 0, 0], expected)
+    # a very low sink takes nothing; a higher sink takes more of every row
+    low = attention(q, k, v, rope=Rope(8), sinks=torch.full((4,), -1e4))
+    torch.testing.assert_close(low, plain)
+    assert bool((kept[:, 3] < kept[:, 0]).all())
+
+
+def test_sinks_learn_and_bad_sinks_are_refused() -> None:
+    q, k, v = torch.randn(1, 2, 5, 4), torch.randn(1, 2, 5, 4), torch.randn(1, 2, 5, 4)
+    sinks = torch.zeros(2, requires_grad=True)
+    attention(q, k, v, sinks=sinks).square().sum().backward()
+    assert sinks.grad is not None and bool((sinks.grad != 0).all())
+    with pytest.raises(ValueError, match=r"sinks must have shape \(H,\) = \(2,\)"):
+        attention(q, k, v, sinks=torch.zeros(3))
+    with pytest.raises(TypeError, match="sinks must be a floating tensor"):
+        attention(q, k, v, sinks=torch.zeros(2, dtype=torch.long))
+    with pytest.raises(ValueError, match="sinks must be finite"):
+        attention(q, k, v, sinks=torch.tensor([0.0, float("nan")]))

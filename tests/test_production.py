@@ -26,6 +26,7 @@ from rope_lessons.production import (
     qk_rms_norm,
     uses_rope,
 )
+from rope_lessons.rope import Rope
 
 transformers = pytest.importorskip("transformers")
 
@@ -197,10 +198,75 @@ def test_bad_layers_and_unknown_families_are_refused() -> None:
 
 
 def test_rms_norm_commutes_with_rope() -> None:
-    from rope_lessons.rope import Rope
-
     x = torch.randn(2, 3, 7, 8)
     spec = Rope(8, 10000.0, "interleaved")
     before = spec.apply(qk_rms_norm(x, 1e-5))
     after = qk_rms_norm(spec.apply(x), 1e-5)
     torch.testing.assert_close(before, after, rtol=1e-6, atol=1e-6)
+
+
+def _gpt_oss() -> Any:
+    return _quiet(
+        transformers.GptOssConfig,
+        hidden_size=HIDDEN,
+        num_attention_heads=HEADS,
+        num_key_value_heads=KV_HEADS,
+        head_dim=HEAD_DIM,
+        num_hidden_layers=2,
+        intermediate_size=64,
+        num_local_experts=2,
+        num_experts_per_tok=1,
+        sliding_window=4,
+    )
+
+
+def test_gpt_oss_alternates_windows_with_full_layers_under_yarn() -> None:
+    config = _gpt_oss()
+    assert layer_local(config, 0) == Local(4, "window") and layer_local(config, 1) is None
+    spec = layer_rope(config, 0)
+    assert spec is not None and spec.layout == "half"
+    # YaRN, factor 32: the attention factor 0.1 ln 32 + 1 on every rotated query and key
+    assert spec.attention_factor == pytest.approx(0.1 * torch.log(torch.tensor(32.0)).item() + 1)
+
+
+@pytest.mark.parametrize("layer_idx", [0, 1], ids=["sliding layer", "full layer"])
+def test_a_gpt_oss_attention_layer_is_the_courses_attention_with_sinks(layer_idx: int) -> None:
+    from transformers.masking_utils import create_causal_mask, create_sliding_window_causal_mask
+    from transformers.models.gpt_oss.modeling_gpt_oss import (
+        GptOssAttention,
+        GptOssRotaryEmbedding,
+    )
+
+    config = _gpt_oss()
+    torch.manual_seed(0)
+    layer = GptOssAttention(config, layer_idx=layer_idx).eval()
+    torch.nn.init.normal_(layer.sinks, std=2.0)  # transformers leaves them to the model's init
+    hidden = torch.randn(B, T, HIDDEN)
+    positions = torch.arange(T).expand(B, T)
+    local = layer_local(config, layer_idx)
+    make_mask = create_causal_mask if local is None else create_sliding_window_causal_mask
+    mask = make_mask(
+        config=config, inputs_embeds=hidden, attention_mask=None,
+        past_key_values=None, position_ids=positions,
+    )  # fmt: skip
+    spec = layer_rope(config, layer_idx)
+    assert spec is not None
+    with torch.no_grad():
+        theirs, _ = layer(hidden, GptOssRotaryEmbedding(config)(hidden, positions), mask)
+        q, k, v = _projections(layer, hidden)
+        out, weights = attention(
+            q, k, v, rope=spec, local=local, sinks=layer.sinks, return_weights=True
+        )
+        ours = _output(layer, out)
+        wrong = [  # without the sinks, without YaRN's attention factor, without the window
+            attention(q, k, v, rope=spec, local=local),
+            attention(
+                q, k, v, rope=Rope.from_theta(spec.theta, "half"), local=local, sinks=layer.sinks
+            ),
+        ]
+        if local is not None:
+            wrong.append(attention(q, k, v, rope=spec, sinks=layer.sinks))
+    torch.testing.assert_close(ours, theirs, rtol=TOLERANCE, atol=TOLERANCE)
+    assert bool((weights.sum(-1) < 1).all())  # each head's sink keeps a share of every row
+    for changed in wrong:
+        assert not torch.allclose(_output(layer, changed), theirs, atol=1e-3)
