@@ -115,6 +115,20 @@ def _as_dict(value: Any, what: str) -> dict[str, Any]:
     return dict(value)
 
 
+def _keyed_by_layer_type(parameters: Mapping[str, Any]) -> bool:
+    """Whether ``rope_parameters`` holds one mapping per layer type (Gemma 3 and 4)."""
+    return bool(parameters) and all(isinstance(v, Mapping) for v in parameters.values())
+
+
+def hf_rope_layer_types(config: Any) -> tuple[str, ...]:
+    """The layer types that ``config``'s ``rope_parameters`` are keyed by, sorted;
+    empty when one set of parameters serves every layer."""
+    parameters = config_field(config, "rope_parameters")
+    if isinstance(parameters, Mapping) and _keyed_by_layer_type(parameters):
+        return tuple(sorted(parameters))
+    return ()
+
+
 def hf_rope_parameters(config: Any, layer_type: str | None = None) -> dict[str, Any]:
     """The RoPE parameters of ``config`` in transformers 5's ``rope_parameters`` form.
 
@@ -135,8 +149,7 @@ def hf_rope_parameters(config: Any, layer_type: str | None = None) -> dict[str, 
         if config_field(config, "rope_theta") is not None:
             parameters.setdefault("rope_theta", config_field(config, "rope_theta"))
     parameters = _as_dict(parameters, "rope_parameters")
-    per_layer = bool(parameters) and all(isinstance(v, Mapping) for v in parameters.values())
-    if per_layer:
+    if _keyed_by_layer_type(parameters):
         if layer_type is None:
             raise ValueError(
                 f"this configuration has RoPE parameters per layer type {sorted(parameters)}: "

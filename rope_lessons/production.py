@@ -18,6 +18,12 @@ layers of the pinned transformers):
   a NoPE layer, in the layout the family's code rotates (:data:`LAYOUTS`);
 - :func:`nope_temperature`: the factor by which Llama 4 scales the queries of
   its NoPE layers, growing with the logarithm of the position;
+- Gemma 4's layers take their RoPE parameters by layer type: base 10^4 in
+  the sliding layers, and in the full ones transformers' ``"proportional"``
+  type with ``partial_rotary_factor`` 0.25, which is p-RoPE (the fastest
+  quarter of the full head's pairs turn, the rest stand still), not HF
+  partial rotary; its full layers may also read their values from the key
+  projection (``attention_k_eq_v``), normed but not rotated;
 - gpt-oss's learned attention sinks are the ``sinks`` of
   :func:`~rope_lessons.attention.attention`, its YaRN (factor 32) the spec
   that :func:`layer_rope` reads;
@@ -36,7 +42,7 @@ from typing import Any
 import torch
 
 from rope_lessons.attention import Local
-from rope_lessons.hf import config_field, rope_from_hf
+from rope_lessons.hf import config_field, hf_rope_layer_types, rope_from_hf
 from rope_lessons.rope import Layout, Rope
 
 # How each family's modeling code in transformers lays out a head's pairs:
@@ -46,6 +52,7 @@ LAYOUTS: dict[str, Layout] = {
     "smollm3": "half",
     "llama4_text": "interleaved",
     "gpt_oss": "half",
+    "gemma4_text": "half",
 }
 
 
@@ -120,10 +127,12 @@ def layer_local(config: Any, layer_idx: int) -> Local | None:
 
 def layer_rope(config: Any, layer_idx: int) -> Rope | None:
     """Layer ``layer_idx``'s RoPE spec (:func:`~rope_lessons.hf.rope_from_hf` in the
-    family's layout, :data:`LAYOUTS`), or None for a NoPE layer."""
+    family's layout, :data:`LAYOUTS`, with the parameters of the layer's type where
+    they differ by type, as in Gemma 4), or None for a NoPE layer."""
     if not uses_rope(config, layer_idx):
         return None
-    return rope_from_hf(config, layout=LAYOUTS[_model_type(config)])
+    kind = layer_type(config, layer_idx) if hf_rope_layer_types(config) else None
+    return rope_from_hf(config, kind, layout=LAYOUTS[_model_type(config)])
 
 
 def nope_temperature(

@@ -270,3 +270,90 @@ def test_a_gpt_oss_attention_layer_is_the_courses_attention_with_sinks(layer_idx
     assert bool((weights.sum(-1) < 1).all())  # each head's sink keeps a share of every row
     for changed in wrong:
         assert not torch.allclose(_output(layer, changed), theirs, atol=1e-3)
+
+
+def _gemma4() -> Any:
+    return _quiet(
+        transformers.Gemma4TextConfig,
+        hidden_size=HIDDEN,
+        num_attention_heads=HEADS,
+        num_key_value_heads=KV_HEADS,
+        head_dim=HEAD_DIM,
+        global_head_dim=2 * HEAD_DIM,  # the full layers' heads are wider
+        num_global_key_value_heads=1,
+        num_hidden_layers=2,
+        layer_types=["sliding_attention", "full_attention"],
+        sliding_window=4,
+        attention_k_eq_v=True,
+        intermediate_size=64,
+        vocab_size=64,
+        vocab_size_per_layer_input=16,
+        hidden_size_per_layer_input=8,
+    )
+
+
+def test_gemma4_full_layers_are_p_rope_with_p_a_quarter() -> None:
+    config = _gemma4()
+    sliding, full = layer_rope(config, 0), layer_rope(config, 1)
+    assert sliding is not None and full is not None
+    assert sliding == Rope(HEAD_DIM, 10_000.0, "half")
+    assert full == Rope(2 * HEAD_DIM, 1e6, "half", p=0.25)  # not rotary_dim=4
+    assert full != Rope(2 * HEAD_DIM, 1e6, "half", rotary_dim=4)
+    assert layer_local(config, 0) == Local(4, "window") and layer_local(config, 1) is None
+
+
+@pytest.mark.parametrize("layer_idx", [0, 1], ids=["sliding layer", "full layer, K = V"])
+def test_a_gemma4_attention_layer_is_the_courses_attention(layer_idx: int) -> None:
+    from transformers.masking_utils import create_causal_mask, create_sliding_window_causal_mask
+    from transformers.models.gemma4.modeling_gemma4 import (
+        Gemma4TextAttention,
+        Gemma4TextRotaryEmbedding,
+    )
+
+    config = _gemma4()
+    torch.manual_seed(0)
+    layer = Gemma4TextAttention(config, layer_idx=layer_idx).eval()
+    for norm in (layer.q_norm, layer.k_norm):  # weights other than ones, so that they count
+        torch.nn.init.normal_(norm.weight, 1.0, 0.2)
+    hidden = torch.randn(B, T, HIDDEN)
+    positions = torch.arange(T).expand(B, T)
+    kind, local = layer_type(config, layer_idx), layer_local(config, layer_idx)
+    make_mask = create_causal_mask if local is None else create_sliding_window_causal_mask
+    mask = make_mask(
+        config=config, inputs_embeds=hidden, attention_mask=None,
+        past_key_values=None, position_ids=positions,
+    )  # fmt: skip
+    rotary = Gemma4TextRotaryEmbedding(config)(hidden, positions, kind)
+    spec = layer_rope(config, layer_idx)
+    assert spec is not None
+    dim = spec.dim
+    with torch.no_grad():
+        theirs, _ = layer(hidden, rotary, mask, shared_kv_states={})
+
+        def heads(x: torch.Tensor) -> torch.Tensor:  # (B, T, H*D) -> (B, T, H, D)
+            return x.view(B, T, -1, dim)
+
+        keys = heads(layer.k_proj(hidden))
+        values = keys if layer.v_proj is None else heads(layer.v_proj(hidden))  # K = V
+        q = layer.q_norm(heads(layer.q_proj(hidden))).transpose(1, 2)
+        k = layer.k_norm(keys).transpose(1, 2)
+        v = layer.v_norm(values).transpose(1, 2)
+        # Gemma 4 takes q . k without 1/sqrt(D) (its norms set the scale): undo ours
+        q = q * dim**0.5
+        ours = layer.o_proj(
+            attention(q, k, v, rope=spec, local=local).transpose(1, 2).reshape(B, T, -1)
+        )
+        if layer_idx == 1:  # HF partial rotary on the same quarter, or the value rotated too
+            wrong = [
+                attention(q, k, v, rope=Rope(dim, 1e6, "half", rotary_dim=dim // 4)),
+                attention(q, k, v, rope=spec, placement="qkv"),
+            ]
+        else:  # the full layers' base, or no window
+            wrong = [
+                attention(q, k, v, rope=Rope(dim, 1e6, "half"), local=local),
+                attention(q, k, v, rope=spec),
+            ]
+    torch.testing.assert_close(ours, theirs, rtol=TOLERANCE, atol=TOLERANCE)
+    for changed in wrong:
+        out = layer.o_proj(changed.transpose(1, 2).reshape(B, T, -1))
+        assert not torch.allclose(out, theirs, atol=1e-3)
