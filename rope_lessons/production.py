@@ -24,6 +24,10 @@ layers of the pinned transformers):
   quarter of the full head's pairs turn, the rest stand still), not HF
   partial rotary; its full layers may also read their values from the key
   projection (``attention_k_eq_v``), normed but not rotated;
+- DeepSeek-V4's sliding layers are VO-RoPE (:func:`layer_placement`
+  ``"qkvo"``): one projection serves as key and value, the trailing slice of
+  each head turns in the interleaved layout, and the output turns back at the
+  query's position; its learned sinks are gpt-oss's;
 - gpt-oss's learned attention sinks are the ``sinks`` of
   :func:`~rope_lessons.attention.attention`, its YaRN (factor 32) the spec
   that :func:`layer_rope` reads;
@@ -41,9 +45,9 @@ from typing import Any
 
 import torch
 
-from rope_lessons.attention import Local
+from rope_lessons.attention import Local, Placement
 from rope_lessons.hf import config_field, hf_rope_layer_types, rope_from_hf
-from rope_lessons.rope import Layout, Rope
+from rope_lessons.rope import Layout, Rope, RotarySlice
 
 # How each family's modeling code in transformers lays out a head's pairs:
 # rotate_half (pairs k, k + D/2) or view_as_complex on neighbours (pairs 2k, 2k+1).
@@ -53,7 +57,11 @@ LAYOUTS: dict[str, Layout] = {
     "llama4_text": "interleaved",
     "gpt_oss": "half",
     "gemma4_text": "half",
+    "deepseek_v4": "interleaved",
 }
+# Where the rotating slice of a partially rotary head sits, where it is not the leading one:
+# DeepSeek lays each head out as [nope | rope].
+ROTARY_SLICES: dict[str, RotarySlice] = {"deepseek_v4": "trailing"}
 
 
 def _model_type(config: Any) -> str:
@@ -114,6 +122,10 @@ def layer_local(config: Any, layer_idx: int) -> Local | None:
     every earlier key.
     """
     kind = layer_type(config, layer_idx)
+    if config_field(config, "model_type") == "deepseek_v4":
+        if kind != "sliding_attention":  # a window plus compressed entries of the whole past
+            raise ValueError(f"DeepSeek-V4's {kind!r} layers add compressed keys: not read here")
+        return Local(int(config_field(config, "sliding_window")), "window")
     if kind == "sliding_attention":
         if config_field(config, "use_sliding_window") is False:
             return None
@@ -131,8 +143,28 @@ def layer_rope(config: Any, layer_idx: int) -> Rope | None:
     they differ by type, as in Gemma 4), or None for a NoPE layer."""
     if not uses_rope(config, layer_idx):
         return None
-    kind = layer_type(config, layer_idx) if hf_rope_layer_types(config) else None
-    return rope_from_hf(config, kind, layout=LAYOUTS[_model_type(config)])
+    model_type = _model_type(config)
+    kind: str | None = layer_type(config, layer_idx)
+    if model_type == "deepseek_v4":  # its RoPE parameters are keyed "main" and "compress"
+        kind = "main" if kind == "sliding_attention" else "compress"
+    elif not hf_rope_layer_types(config):
+        kind = None
+    return rope_from_hf(
+        config,
+        kind,
+        layout=LAYOUTS[model_type],
+        rotary_slice=ROTARY_SLICES.get(model_type, "leading"),
+    )
+
+
+def layer_placement(config: Any, layer_idx: int) -> Placement:
+    """Where layer ``layer_idx`` rotates, in the course's placements: ``"nope"`` on a
+    NoPE layer; ``"qkvo"`` in DeepSeek-V4, whose one projection is key and value
+    (K = V), so the value turns with the key and the output turns back at the
+    query's position (VO-RoPE); ``"qk"`` otherwise."""
+    if not uses_rope(config, layer_idx):
+        return "nope"
+    return "qkvo" if _model_type(config) == "deepseek_v4" else "qk"
 
 
 def nope_temperature(

@@ -20,6 +20,7 @@ import torch
 from rope_lessons.attention import Local, attention
 from rope_lessons.production import (
     layer_local,
+    layer_placement,
     layer_rope,
     layer_type,
     nope_temperature,
@@ -357,3 +358,88 @@ def test_a_gemma4_attention_layer_is_the_courses_attention(layer_idx: int) -> No
     for changed in wrong:
         out = layer.o_proj(changed.transpose(1, 2).reshape(B, T, -1))
         assert not torch.allclose(out, theirs, atol=1e-3)
+
+
+def _deepseek_v4() -> Any:
+    return _quiet(
+        transformers.DeepseekV4Config,
+        hidden_size=HIDDEN,
+        num_attention_heads=HEADS,
+        head_dim=2 * HEAD_DIM,
+        qk_rope_head_dim=HEAD_DIM,  # [nope | rope]: the trailing half of each head turns
+        q_lora_rank=16,
+        o_groups=2,
+        o_lora_rank=8,
+        num_hidden_layers=2,
+        layer_types=["sliding_attention"] * 2,
+        sliding_window=4,
+        vocab_size=64,
+        moe_intermediate_size=16,
+        n_routed_experts=2,
+        num_experts_per_tok=1,
+        index_n_heads=2,
+        index_head_dim=8,
+    )
+
+
+def test_deepseek_v4_is_vo_rope_on_a_trailing_interleaved_slice() -> None:
+    config = _deepseek_v4()
+    spec = layer_rope(config, 0)
+    assert spec == Rope(
+        2 * HEAD_DIM, 10_000.0, "interleaved", rotary_dim=HEAD_DIM, rotary_slice="trailing"
+    )
+    assert layer_placement(config, 0) == "qkvo" and layer_local(config, 0) == Local(4, "window")
+    assert layer_placement(_smollm3(), 3) == "nope" and layer_placement(_smollm3(), 0) == "qk"
+
+
+def test_a_deepseek_v4_sliding_layer_is_the_courses_vo_rope_attention() -> None:
+    from transformers.masking_utils import create_sliding_window_causal_mask
+    from transformers.models.deepseek_v4.modeling_deepseek_v4 import (
+        DeepseekV4Attention,
+        DeepseekV4RotaryEmbedding,
+    )
+
+    config = _deepseek_v4()
+    torch.manual_seed(0)
+    layer = DeepseekV4Attention(config, layer_idx=0).eval()
+    torch.nn.init.normal_(layer.sinks, std=2.0)
+    hidden = torch.randn(B, T, HIDDEN)
+    positions = torch.arange(T).expand(B, T)
+    mask = create_sliding_window_causal_mask(
+        config=config, inputs_embeds=hidden, attention_mask=None,
+        past_key_values=None, position_ids=positions,
+    )  # fmt: skip
+    rotary = DeepseekV4RotaryEmbedding(config)
+    embeddings = {kind: rotary(hidden, positions, kind) for kind in ("main", "compress")}
+    spec, local = layer_rope(config, 0), layer_local(config, 0)
+    assert spec is not None
+    dim = spec.dim
+
+    def project(out: torch.Tensor) -> torch.Tensor:  # (B, H, T, D) -> (B, T, hidden)
+        grouped = out.transpose(1, 2).reshape(B, T, config.o_groups, -1)
+        projected: torch.Tensor = layer.o_b_proj(layer.o_a_proj(grouped).flatten(2))
+        return projected
+
+    with torch.no_grad():
+        theirs, _ = layer(hidden, embeddings, positions, mask)
+        q = layer.q_b_norm(
+            layer.q_b_proj(layer.q_a_norm(layer.q_a_proj(hidden)))
+            .view(B, T, -1, dim)
+            .transpose(1, 2)
+        )
+        kv = layer.kv_norm(layer.kv_proj(hidden)).view(B, T, 1, dim).transpose(1, 2)  # K = V
+        ours = project(
+            attention(q, kv, kv, placement="qkvo", rope=spec, local=local, sinks=layer.sinks)
+        )
+        leading = Rope(dim, 10_000.0, "interleaved", rotary_dim=dim // 2)
+        wrong = [  # the output not turned back; the leading slice; the half layout
+            attention(q, kv, kv, placement="qkv", rope=spec, local=local, sinks=layer.sinks),
+            attention(q, kv, kv, placement="qkvo", rope=leading, local=local, sinks=layer.sinks),
+            attention(
+                q, kv, kv, placement="qkvo", rope=spec.with_layout("half"), local=local,
+                sinks=layer.sinks,
+            ),
+        ]  # fmt: skip
+    torch.testing.assert_close(ours, theirs, rtol=TOLERANCE, atol=TOLERANCE)
+    for changed in wrong:
+        assert not torch.allclose(project(changed), theirs, atol=1e-3)
