@@ -28,6 +28,11 @@ layers of the pinned transformers):
   ``"qkvo"``): one projection serves as key and value, the trailing slice of
   each head turns in the interleaved layout, and the output turns back at the
   query's position; its learned sinks are gpt-oss's;
+- Qwen3.5 turns the leading quarter of each head (HF partial rotary) with
+  multimodal RoPE: :func:`mrope_sections` gives its pairs per axis, assigned
+  in turn to time, height and width (:mod:`rope_lessons.mrope`); text tokens
+  sit at the same position on every axis, so :func:`layer_rope` is its text
+  path;
 - gpt-oss's learned attention sinks are the ``sinks`` of
   :func:`~rope_lessons.attention.attention`, its YaRN (factor 32) the spec
   that :func:`layer_rope` reads;
@@ -47,6 +52,7 @@ import torch
 
 from rope_lessons.attention import Local, Placement
 from rope_lessons.hf import config_field, hf_rope_layer_types, rope_from_hf
+from rope_lessons.mrope import Assignment
 from rope_lessons.rope import Layout, Rope, RotarySlice
 
 # How each family's modeling code in transformers lays out a head's pairs:
@@ -58,6 +64,15 @@ LAYOUTS: dict[str, Layout] = {
     "gpt_oss": "half",
     "gemma4_text": "half",
     "deepseek_v4": "interleaved",
+    "qwen2_vl_text": "half",
+    "qwen3_vl_text": "half",
+    "qwen3_5_text": "half",
+}
+# How multimodal families assign a head's pairs to the axes (time, height, width).
+MROPE_ASSIGNMENTS: dict[str, Assignment] = {
+    "qwen2_vl_text": "sections",
+    "qwen3_vl_text": "interleaved",
+    "qwen3_5_text": "interleaved",
 }
 # Where the rotating slice of a partially rotary head sits, where it is not the leading one:
 # DeepSeek lays each head out as [nope | rope].
@@ -149,12 +164,38 @@ def layer_rope(config: Any, layer_idx: int) -> Rope | None:
         kind = "main" if kind == "sliding_attention" else "compress"
     elif not hf_rope_layer_types(config):
         kind = None
+    if model_type in MROPE_ASSIGNMENTS:  # the text path: one ladder, every axis at m
+        config = _without_mrope(config)
     return rope_from_hf(
         config,
         kind,
         layout=LAYOUTS[model_type],
         rotary_slice=ROTARY_SLICES.get(model_type, "leading"),
     )
+
+
+def _without_mrope(config: Any) -> dict[str, Any]:
+    """``config`` as a dict whose RoPE parameters leave out the multimodal sections."""
+    fields = config if isinstance(config, dict) else config.to_dict()
+    parameters = dict(config_field(fields, "rope_parameters") or {})
+    for name in ("mrope_section", "mrope_interleaved"):
+        parameters.pop(name, None)
+    return {**fields, "rope_parameters": parameters}
+
+
+def mrope_sections(config: Any) -> tuple[list[int], Assignment] | None:
+    """A multimodal family's pairs per axis (time, height, width) and how they are
+    assigned (:func:`rope_lessons.mrope.pair_axes`), or None for a text-only family.
+
+    transformers' Qwen3.5 code falls back to ``[11, 11, 10]`` when the
+    configuration gives no ``mrope_section``; so does this function.
+    """
+    model_type = _model_type(config)
+    if model_type not in MROPE_ASSIGNMENTS:
+        return None
+    parameters = config_field(config, "rope_parameters") or {}
+    sections = [int(s) for s in parameters.get("mrope_section", [11, 11, 10])]
+    return sections, MROPE_ASSIGNMENTS[model_type]
 
 
 def layer_placement(config: Any, layer_idx: int) -> Placement:

@@ -40,10 +40,10 @@ from rope_lessons._checks import (
     check_base,
     check_features,
     check_layout,
-    check_positions,
     check_positive_int,
 )
-from rope_lessons.rope import Layout, apply_rope, frequencies, rotate, rotation_matrix
+from rope_lessons.mrope import apply_rope_nd
+from rope_lessons.rope import Layout, apply_rope, frequencies, rotation_matrix
 
 
 def _check_dim_2d(dim: int, name: str) -> int:
@@ -198,14 +198,7 @@ def apply_rope_2d_general(
     Returns:
         Tensor of the shape and dtype of ``x``.
     """
-    x = check_features(x)
-    check_layout(layout)
-    pairs = x.shape[-1] // 2
-    a = _check_pair_frequencies(freqs_x, "freqs_x", pairs).to(torch.float64)
-    b = _check_pair_frequencies(freqs_y, "freqs_y", pairs).to(torch.float64)
-    xs = check_positions(xs, x.shape[:-1]).to(torch.float64)
-    ys = check_positions(ys, x.shape[:-1]).to(torch.float64)
-    angles = xs[..., None] * a.to(x.device) + ys[..., None] * b.to(x.device)  # (..., T, d/2)
-    compute_dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
-    cos, sin = angles.cos().to(compute_dtype), angles.sin().to(compute_dtype)
-    return rotate(x.to(compute_dtype), cos, sin, layout).to(x.dtype)
+    pairs = check_features(x).shape[-1] // 2
+    a = _check_pair_frequencies(freqs_x, "freqs_x", pairs)
+    b = _check_pair_frequencies(freqs_y, "freqs_y", pairs)
+    return apply_rope_nd(x, (xs, ys), torch.stack((a, b.to(a.dtype))), layout=layout)

@@ -23,6 +23,7 @@ from rope_lessons.production import (
     layer_placement,
     layer_rope,
     layer_type,
+    mrope_sections,
     nope_temperature,
     qk_rms_norm,
     uses_rope,
@@ -443,3 +444,96 @@ def test_a_deepseek_v4_sliding_layer_is_the_courses_vo_rope_attention() -> None:
     torch.testing.assert_close(ours, theirs, rtol=TOLERANCE, atol=TOLERANCE)
     for changed in wrong:
         assert not torch.allclose(project(changed), theirs, atol=1e-3)
+
+
+QWEN_SECTIONS = [6, 5, 5]  # 16 pairs: a quarter of 128-dimensional heads turns
+
+
+def _qwen3_5() -> Any:
+    return _quiet(
+        transformers.Qwen3_5TextConfig,
+        hidden_size=HIDDEN,
+        num_attention_heads=HEADS,
+        num_key_value_heads=KV_HEADS,
+        head_dim=128,
+        num_hidden_layers=4,
+        intermediate_size=64,
+        vocab_size=64,
+        rope_parameters={
+            "rope_type": "default",
+            "rope_theta": 10_000.0,
+            "partial_rotary_factor": 0.25,
+            "mrope_section": QWEN_SECTIONS,
+        },
+    )
+
+
+def _qwen_positions() -> torch.Tensor:
+    """(3, B, T) positions: three text tokens, a 2 x 3 image, two text tokens."""
+    text_before = torch.arange(3).expand(3, 3)
+    rows, columns = torch.meshgrid(torch.arange(2), torch.arange(3), indexing="ij")
+    image = torch.stack(
+        (torch.full((6,), 3), 3 + rows.flatten(), 3 + columns.flatten())
+    )  # (3, 6): time, height, width
+    text_after = (6 + torch.arange(2)).expand(3, 2)
+    return torch.cat((text_before, image, text_after), dim=1)[:, None].expand(3, B, T)
+
+
+def test_qwen3_5_turns_a_quarter_of_each_head_with_interleaved_mrope() -> None:
+    config = _qwen3_5()
+    spec = layer_rope(config, 3)
+    assert spec == Rope(128, 10_000.0, "half", rotary_dim=32)  # HF partial rotary, not p-RoPE
+    assert mrope_sections(config) == (QWEN_SECTIONS, "interleaved")
+    assert mrope_sections(_smollm3()) is None
+
+
+def test_a_qwen3_5_attention_layer_is_the_courses_mrope_and_attention() -> None:
+    from transformers.masking_utils import create_causal_mask
+    from transformers.models.qwen3_5.modeling_qwen3_5 import (
+        Qwen3_5Attention,
+        Qwen3_5TextRotaryEmbedding,
+    )
+
+    from rope_lessons.mrope import apply_rope_nd, multimodal_frequencies
+
+    config = _qwen3_5()
+    torch.manual_seed(0)
+    layer = Qwen3_5Attention(config, layer_idx=3).eval()
+    for norm in (layer.q_norm, layer.k_norm):
+        torch.nn.init.normal_(norm.weight, 0.0, 0.2)
+    hidden = torch.randn(B, T, HIDDEN)
+    positions = _qwen_positions()  # (3, B, T)
+    mask = create_causal_mask(
+        config=config, inputs_embeds=hidden, attention_mask=None,
+        past_key_values=None, position_ids=None,
+    )  # fmt: skip
+    spec = layer_rope(config, 3)
+    sections = mrope_sections(config)
+    assert spec is not None and sections is not None
+    rotary_dim, dim = spec.rotary_dim, spec.dim
+
+    def turned(x: torch.Tensor, assignment: str) -> torch.Tensor:  # the leading slice turns
+        freqs = multimodal_frequencies(spec.theta, sections[0], assignment)  # type: ignore[arg-type]
+        axes = [p[:, None, :] for p in positions]  # each (B, 1, T)
+        head = apply_rope_nd(x[..., :rotary_dim], axes, freqs, layout="half")
+        return torch.cat((head, x[..., rotary_dim:]), dim=-1)
+
+    with torch.no_grad():
+        theirs, _ = layer(hidden, Qwen3_5TextRotaryEmbedding(config)(hidden, positions), mask)
+        query, gate = torch.chunk(layer.q_proj(hidden).view(B, T, -1, 2 * dim), 2, dim=-1)
+        q = layer.q_norm(query).transpose(1, 2)
+        k = layer.k_norm(layer.k_proj(hidden).view(B, T, -1, dim)).transpose(1, 2)
+        v = layer.v_proj(hidden).view(B, T, -1, dim).transpose(1, 2)
+
+        def output(q_turned: torch.Tensor, k_turned: torch.Tensor) -> torch.Tensor:
+            out = attention(q_turned, k_turned, v, placement="nope")  # turned already
+            gated = out.transpose(1, 2).reshape(B, T, -1) * torch.sigmoid(gate.reshape(B, T, -1))
+            projected: torch.Tensor = layer.o_proj(gated)
+            return projected
+
+        ours = output(turned(q, "interleaved"), turned(k, "interleaved"))
+        sectioned = output(turned(q, "sections"), turned(k, "sections"))  # Qwen2-VL's blocks
+        text_only = output(spec.apply(q), spec.apply(k))  # one axis: the image's rows lost
+    torch.testing.assert_close(ours, theirs, rtol=TOLERANCE, atol=TOLERANCE)
+    for changed in (sectioned, text_only):
+        assert not torch.allclose(changed, theirs, atol=1e-3)
