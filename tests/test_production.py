@@ -56,6 +56,26 @@ def _output(layer: Any, out: torch.Tensor) -> torch.Tensor:
     return projected  # (B, T, hidden)
 
 
+def _hidden_and_mask(config: Any, layer_idx: int) -> tuple[torch.Tensor, torch.Tensor, Any]:
+    """Random hidden states ``(B, T, hidden)``, positions ``(B, T)`` and the mask that
+    transformers' model builds for this layer's type (causal, sliding or chunked)."""
+    from transformers import masking_utils
+
+    hidden = torch.randn(B, T, HIDDEN)
+    positions = torch.arange(T).expand(B, T)
+    local = layer_local(config, layer_idx) if uses_rope(config, layer_idx) else None
+    make_mask = {
+        None: masking_utils.create_causal_mask,
+        "window": masking_utils.create_sliding_window_causal_mask,
+        "chunk": masking_utils.create_chunked_causal_mask,
+    }[None if local is None else local.kind]
+    mask = make_mask(
+        config=config, inputs_embeds=hidden, attention_mask=None,
+        past_key_values=None, position_ids=positions,
+    )  # fmt: skip
+    return hidden, positions, mask
+
+
 def _smollm3() -> Any:
     return _quiet(
         transformers.SmolLM3Config,
@@ -79,7 +99,6 @@ def test_smollm3_drops_rope_from_every_fourth_layer() -> None:
 
 @pytest.mark.parametrize("layer_idx", [0, 3], ids=["rope layer", "nope layer"])
 def test_a_smollm3_attention_layer_is_the_courses_attention(layer_idx: int) -> None:
-    from transformers.masking_utils import create_causal_mask
     from transformers.models.smollm3.modeling_smollm3 import (
         SmolLM3Attention,
         SmolLM3RotaryEmbedding,
@@ -88,12 +107,7 @@ def test_a_smollm3_attention_layer_is_the_courses_attention(layer_idx: int) -> N
     config = _smollm3()
     torch.manual_seed(0)
     layer = SmolLM3Attention(config, layer_idx=layer_idx).eval()
-    hidden = torch.randn(B, T, HIDDEN)
-    positions = torch.arange(T).expand(B, T)
-    mask = create_causal_mask(
-        config=config, inputs_embeds=hidden, attention_mask=None,
-        past_key_values=None, position_ids=positions,
-    )  # fmt: skip
+    hidden, positions, mask = _hidden_and_mask(config, layer_idx)
     with torch.no_grad():
         theirs, _ = layer(hidden, SmolLM3RotaryEmbedding(config)(hidden, positions), mask)
         q, k, v = _projections(layer, hidden)
@@ -143,7 +157,6 @@ def test_llama4_is_irope() -> None:
 
 @pytest.mark.parametrize("layer_idx", [0, 3], ids=["chunked rope layer", "nope layer"])
 def test_a_llama4_attention_layer_is_the_courses_attention(layer_idx: int) -> None:
-    from transformers.masking_utils import create_causal_mask, create_chunked_causal_mask
     from transformers.models.llama4.modeling_llama4 import (
         Llama4TextAttention,
         Llama4TextRotaryEmbedding,
@@ -152,17 +165,7 @@ def test_a_llama4_attention_layer_is_the_courses_attention(layer_idx: int) -> No
     config = _llama4()
     torch.manual_seed(0)
     layer = Llama4TextAttention(config, layer_idx=layer_idx).eval()
-    hidden = torch.randn(B, T, HIDDEN)
-    positions = torch.arange(T).expand(B, T)
-    make_mask = (
-        create_chunked_causal_mask
-        if layer_type(config, layer_idx) == "chunked_attention"
-        else create_causal_mask
-    )
-    mask = make_mask(
-        config=config, inputs_embeds=hidden, attention_mask=None,
-        past_key_values=None, position_ids=positions,
-    )  # fmt: skip
+    hidden, positions, mask = _hidden_and_mask(config, layer_idx)
     rotary = Llama4TextRotaryEmbedding(config)(hidden, positions)
     spec, local = layer_rope(config, layer_idx), layer_local(config, layer_idx)
     with torch.no_grad():
@@ -233,7 +236,6 @@ def test_gpt_oss_alternates_windows_with_full_layers_under_yarn() -> None:
 
 @pytest.mark.parametrize("layer_idx", [0, 1], ids=["sliding layer", "full layer"])
 def test_a_gpt_oss_attention_layer_is_the_courses_attention_with_sinks(layer_idx: int) -> None:
-    from transformers.masking_utils import create_causal_mask, create_sliding_window_causal_mask
     from transformers.models.gpt_oss.modeling_gpt_oss import (
         GptOssAttention,
         GptOssRotaryEmbedding,
@@ -243,14 +245,8 @@ def test_a_gpt_oss_attention_layer_is_the_courses_attention_with_sinks(layer_idx
     torch.manual_seed(0)
     layer = GptOssAttention(config, layer_idx=layer_idx).eval()
     torch.nn.init.normal_(layer.sinks, std=2.0)  # transformers leaves them to the model's init
-    hidden = torch.randn(B, T, HIDDEN)
-    positions = torch.arange(T).expand(B, T)
+    hidden, positions, mask = _hidden_and_mask(config, layer_idx)
     local = layer_local(config, layer_idx)
-    make_mask = create_causal_mask if local is None else create_sliding_window_causal_mask
-    mask = make_mask(
-        config=config, inputs_embeds=hidden, attention_mask=None,
-        past_key_values=None, position_ids=positions,
-    )  # fmt: skip
     spec = layer_rope(config, layer_idx)
     assert spec is not None
     with torch.no_grad():
@@ -306,7 +302,6 @@ def test_gemma4_full_layers_are_p_rope_with_p_a_quarter() -> None:
 
 @pytest.mark.parametrize("layer_idx", [0, 1], ids=["sliding layer", "full layer, K = V"])
 def test_a_gemma4_attention_layer_is_the_courses_attention(layer_idx: int) -> None:
-    from transformers.masking_utils import create_causal_mask, create_sliding_window_causal_mask
     from transformers.models.gemma4.modeling_gemma4 import (
         Gemma4TextAttention,
         Gemma4TextRotaryEmbedding,
@@ -317,14 +312,8 @@ def test_a_gemma4_attention_layer_is_the_courses_attention(layer_idx: int) -> No
     layer = Gemma4TextAttention(config, layer_idx=layer_idx).eval()
     for norm in (layer.q_norm, layer.k_norm):  # weights other than ones, so that they count
         torch.nn.init.normal_(norm.weight, 1.0, 0.2)
-    hidden = torch.randn(B, T, HIDDEN)
-    positions = torch.arange(T).expand(B, T)
+    hidden, positions, mask = _hidden_and_mask(config, layer_idx)
     kind, local = layer_type(config, layer_idx), layer_local(config, layer_idx)
-    make_mask = create_causal_mask if local is None else create_sliding_window_causal_mask
-    mask = make_mask(
-        config=config, inputs_embeds=hidden, attention_mask=None,
-        past_key_values=None, position_ids=positions,
-    )  # fmt: skip
     rotary = Gemma4TextRotaryEmbedding(config)(hidden, positions, kind)
     spec = layer_rope(config, layer_idx)
     assert spec is not None
@@ -394,7 +383,6 @@ def test_deepseek_v4_is_vo_rope_on_a_trailing_interleaved_slice() -> None:
 
 
 def test_a_deepseek_v4_sliding_layer_is_the_courses_vo_rope_attention() -> None:
-    from transformers.masking_utils import create_sliding_window_causal_mask
     from transformers.models.deepseek_v4.modeling_deepseek_v4 import (
         DeepseekV4Attention,
         DeepseekV4RotaryEmbedding,
@@ -404,12 +392,7 @@ def test_a_deepseek_v4_sliding_layer_is_the_courses_vo_rope_attention() -> None:
     torch.manual_seed(0)
     layer = DeepseekV4Attention(config, layer_idx=0).eval()
     torch.nn.init.normal_(layer.sinks, std=2.0)
-    hidden = torch.randn(B, T, HIDDEN)
-    positions = torch.arange(T).expand(B, T)
-    mask = create_sliding_window_causal_mask(
-        config=config, inputs_embeds=hidden, attention_mask=None,
-        past_key_values=None, position_ids=positions,
-    )  # fmt: skip
+    hidden, positions, mask = _hidden_and_mask(config, 0)
     rotary = DeepseekV4RotaryEmbedding(config)
     embeddings = {kind: rotary(hidden, positions, kind) for kind in ("main", "compress")}
     spec, local = layer_rope(config, 0), layer_local(config, 0)
