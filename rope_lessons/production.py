@@ -36,6 +36,8 @@ layers of the pinned transformers):
 - gpt-oss's learned attention sinks are the ``sinks`` of
   :func:`~rope_lessons.attention.attention`, its YaRN (factor 32) the spec
   that :func:`layer_rope` reads;
+- :func:`design_row`: one model's design in those terms, a row of a table
+  (with the norms and sinks that the family's code fixes);
 - :func:`qk_rms_norm`: the weightless RMS norm Llama 4 applies to rotated
   queries and keys; a rotation keeps a vector's norm, so it may be applied
   before RoPE instead, which is how :func:`~rope_lessons.attention.attention`
@@ -51,7 +53,7 @@ from typing import Any
 import torch
 
 from rope_lessons.attention import Local, Placement
-from rope_lessons.hf import config_field, hf_rope_layer_types, rope_from_hf
+from rope_lessons.hf import config_field, hf_rope_layer_types, hf_rope_parameters, rope_from_hf
 from rope_lessons.mrope import Assignment
 from rope_lessons.rope import Layout, Rope, RotarySlice
 
@@ -77,6 +79,12 @@ MROPE_ASSIGNMENTS: dict[str, Assignment] = {
 # Where the rotating slice of a partially rotary head sits, where it is not the leading one:
 # DeepSeek lays each head out as [nope | rope].
 ROTARY_SLICES: dict[str, RotarySlice] = {"deepseek_v4": "trailing"}
+# Layer types that are recurrent (linear attention), not softmax attention over positions.
+LINEAR_LAYER_TYPES: frozenset[str] = frozenset({"linear_attention"})
+# DeepSeek-V4's layers whose window is joined by compressed keys of the whole past.
+COMPRESSED_LAYER_TYPES: frozenset[str] = frozenset(
+    {"compressed_sparse_attention", "heavily_compressed_attention"}
+)
 
 
 def _model_type(config: Any) -> str:
@@ -107,9 +115,12 @@ def uses_rope(config: Any, layer_idx: int) -> bool:
     """Whether layer ``layer_idx`` rotates its queries and keys.
 
     ``no_rope_layers[i]`` is 1 for a layer with RoPE and 0 for a NoPE layer
-    (SmolLM3, Llama 4); a configuration without the field rotates in every layer.
+    (SmolLM3, Llama 4); a configuration without the field rotates in every
+    attention layer. A linear-attention layer (:data:`LINEAR_LAYER_TYPES`,
+    Qwen3.5's gated delta rule) has no RoPE: it orders tokens by its recurrence.
     """
-    _check_layer(config, layer_idx)
+    if layer_type(config, layer_idx) in LINEAR_LAYER_TYPES:
+        return False
     flags = config_field(config, "no_rope_layers")
     if flags is None:
         return True
@@ -147,7 +158,7 @@ def layer_local(config: Any, layer_idx: int) -> Local | None:
         return Local(int(config_field(config, "sliding_window")), "window")
     if kind == "chunked_attention":
         return Local(int(config_field(config, "attention_chunk_size")), "chunk")
-    if kind == "full_attention":
+    if kind == "full_attention" or kind in LINEAR_LAYER_TYPES:
         return None
     raise ValueError(f"layer type {kind!r} of layer {layer_idx} is not one this module reads")
 
@@ -159,6 +170,19 @@ def layer_rope(config: Any, layer_idx: int) -> Rope | None:
     if not uses_rope(config, layer_idx):
         return None
     model_type = _model_type(config)
+    source, kind = _rope_source(config, layer_idx)
+    return rope_from_hf(
+        source,
+        kind,
+        layout=LAYOUTS[model_type],
+        rotary_slice=ROTARY_SLICES.get(model_type, "leading"),
+    )
+
+
+def _rope_source(config: Any, layer_idx: int) -> tuple[Any, str | None]:
+    """The configuration to read layer ``layer_idx``'s RoPE from, and the key of its
+    parameters (None where one set serves every layer)."""
+    model_type = _model_type(config)
     kind: str | None = layer_type(config, layer_idx)
     if model_type == "deepseek_v4":  # its RoPE parameters are keyed "main" and "compress"
         kind = "main" if kind == "sliding_attention" else "compress"
@@ -166,12 +190,7 @@ def layer_rope(config: Any, layer_idx: int) -> Rope | None:
         kind = None
     if model_type in MROPE_ASSIGNMENTS:  # the text path: one ladder, every axis at m
         config = _without_mrope(config)
-    return rope_from_hf(
-        config,
-        kind,
-        layout=LAYOUTS[model_type],
-        rotary_slice=ROTARY_SLICES.get(model_type, "leading"),
-    )
+    return config, kind
 
 
 def _without_mrope(config: Any) -> dict[str, Any]:
@@ -250,3 +269,107 @@ def qk_rms_norm(x: torch.Tensor, eps: float) -> torch.Tensor:
     """
     computed = x.float()
     return (computed * torch.rsqrt(computed.pow(2).mean(-1, keepdim=True) + eps)).type_as(x)
+
+
+# Facts of each family's attention code that its configuration does not hold, as read in
+# the pinned transformers (models/<family>/modeling_<family>.py): the norms on queries and
+# keys, and whether each head has a learned sink.
+QK_NORMS: dict[str, str] = {
+    "llama": "none",
+    "smollm3": "none",
+    "llama4_text": "weightless RMS after RoPE, in RoPE layers (use_qk_norm)",
+    "gpt_oss": "none",
+    "gemma4_text": "RMS on q and k before RoPE; weightless RMS on v",
+    "deepseek_v4": "weightless RMS on q; RMS on the shared key-value",
+    "qwen2_vl_text": "none",
+    "qwen3_vl_text": "RMS on q and k before RoPE",
+    "qwen3_5_text": "RMS on q and k before RoPE",
+}
+SINKS: frozenset[str] = frozenset({"gpt_oss", "deepseek_v4"})
+
+
+def _rotary_part(spec: Rope) -> str:
+    if spec.partial:
+        return f"{spec.rotary_slice} {spec.rotary_dim} of {spec.dim} features (HF partial rotary)"
+    turning = int((spec.theta > 0).sum())
+    if turning < spec.dim // 2:
+        return f"p-RoPE, p = {turning / (spec.dim // 2):g} (the slowest pairs stand still)"
+    return "the whole head"
+
+
+def _rope_words(config: Any, layer_idx: int, spec: Rope) -> str:
+    """A RoPE layer's spec in words: base, extension, rotary part, head dimension."""
+    parameters = hf_rope_parameters(*_rope_source(config, layer_idx))
+    extension = str(parameters.get("rope_type", "default"))
+    if "factor" in parameters and extension != "default":
+        extension += f" x{float(parameters['factor']):g}"
+    return f"base {float(parameters['rope_theta']):g}, {extension}, {_rotary_part(spec)}" + (
+        "" if spec.partial else f", head {spec.dim}"
+    )
+
+
+def _first(layers: list[int], shown: int = 4) -> str:
+    """``[3, 7, 11, 15, ...]``: the first few layer indices."""
+    return str(layers[:shown])[:-1] + (", ...]" if len(layers) > shown else "]")
+
+
+def design_row(config: Any) -> dict[str, str]:
+    """One model's RoPE design in the course's terms, a row of chapter 10's table.
+
+    Every entry is read from ``config`` (a transformers configuration object or
+    dict) through the functions of this module, except the norms and sinks, which
+    the family's code fixes (:data:`QK_NORMS`, :data:`SINKS`).
+
+    Returns:
+        ``{"model", "layout", "RoPE", "NoPE layers", "linear-attention layers",
+        "local layers", "placement", "QK norm", "sinks", "multimodal"}``, each a
+        short string.
+    """
+    model_type = _model_type(config)
+    count = _layer_count(config)
+    rope_layers = [i for i in range(count) if uses_rope(config, i)]
+    by_type: dict[str, str] = {}
+    for i in rope_layers:
+        spec = layer_rope(config, i)
+        if spec is not None and layer_type(config, i) not in by_type:
+            by_type[layer_type(config, i)] = _rope_words(config, i, spec)
+    if len(set(by_type.values())) == 1:
+        rope = next(iter(by_type.values()))
+    else:
+        rope = "; ".join(f"{kind}: {words}" for kind, words in by_type.items())
+    linear = [i for i in range(count) if layer_type(config, i) in LINEAR_LAYER_TYPES]
+    nope = [i for i in range(count) if i not in rope_layers and i not in linear]
+    compressed = [i for i in range(count) if layer_type(config, i) in COMPRESSED_LAYER_TYPES]
+    plain = [i for i in range(count) if i not in compressed]
+    windows = [local for i in plain if (local := layer_local(config, i)) is not None]
+    if compressed:  # DeepSeek-V4: every layer keeps a window; some add the compressed past
+        window = int(config_field(config, "sliding_window"))
+        local_words = (
+            f"{count} of {count}: window of {window}, {len(compressed)} of them with "
+            "compressed keys of the whole past"
+        )
+    elif windows:
+        shapes = sorted({(local.kind, local.size) for local in windows})
+        kinds = ", ".join(f"{kind} of {size}" for kind, size in shapes)
+        local_words = f"{len(windows)} of {count}: {kinds}"
+    else:
+        local_words = "none"
+    placements = sorted({layer_placement(config, i) for i in rope_layers})
+    placement = " / ".join(placements)
+    if model_type == "deepseek_v4":
+        placement += " (one projection is key and value: VO-RoPE)"
+    elif config_field(config, "attention_k_eq_v"):
+        placement += " (full layers: value = key projection, not rotated)"
+    sections = mrope_sections(config)
+    return {
+        "model": model_type,
+        "layout": LAYOUTS[model_type],
+        "RoPE": rope,
+        "NoPE layers": f"{len(nope)} of {count}" + (f": {_first(nope)}" if nope else ""),
+        "linear-attention layers": f"{len(linear)} of {count}",
+        "local layers": local_words,
+        "placement": placement,
+        "QK norm": QK_NORMS.get(model_type, "not recorded"),
+        "sinks": "learned, one per head" if model_type in SINKS else "none",
+        "multimodal": "none" if sections is None else f"{sections[1]} sections {sections[0]}",
+    }

@@ -19,6 +19,7 @@ import torch
 
 from rope_lessons.attention import Local, attention
 from rope_lessons.production import (
+    design_row,
     layer_local,
     layer_placement,
     layer_rope,
@@ -520,3 +521,24 @@ def test_a_qwen3_5_attention_layer_is_the_courses_mrope_and_attention() -> None:
     torch.testing.assert_close(ours, theirs, rtol=TOLERANCE, atol=TOLERANCE)
     for changed in (sectioned, text_only):
         assert not torch.allclose(changed, theirs, atol=1e-3)
+
+
+def test_the_design_table_says_what_each_family_does_differently() -> None:
+    rows = {
+        row["model"]: row
+        for row in map(design_row, (_smollm3(), _llama4(), _gpt_oss(), _gemma4(),
+                                    _deepseek_v4(), _qwen3_5()))
+    }  # fmt: skip
+    assert rows["smollm3"]["NoPE layers"] == "1 of 4: [3]"
+    assert rows["llama4_text"]["layout"] == "interleaved"
+    assert rows["llama4_text"]["local layers"] == "3 of 4: chunk of 4"
+    assert rows["gpt_oss"]["RoPE"].startswith("base 150000, yarn x32")
+    assert rows["gpt_oss"]["sinks"] == rows["deepseek_v4"]["sinks"] != rows["smollm3"]["sinks"]
+    assert "p-RoPE, p = 0.25" in rows["gemma4_text"]["RoPE"]
+    assert "value = key projection" in rows["gemma4_text"]["placement"]
+    assert "trailing 8 of 16 features" in rows["deepseek_v4"]["RoPE"]
+    assert rows["deepseek_v4"]["placement"].startswith("qkvo")
+    assert rows["qwen3_5_text"]["linear-attention layers"] == "3 of 4"
+    assert rows["qwen3_5_text"]["multimodal"] == "interleaved sections [6, 5, 5]"
+    assert "leading 32 of 128 features" in rows["qwen3_5_text"]["RoPE"]
+    assert {len(row) for row in rows.values()} == {10}
