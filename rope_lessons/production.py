@@ -166,7 +166,7 @@ def layer_local(config: Any, layer_idx: int) -> Local | None:
 def layer_rope(config: Any, layer_idx: int) -> Rope | None:
     """Layer ``layer_idx``'s RoPE spec (:func:`~rope_lessons.hf.rope_from_hf` in the
     family's layout, :data:`LAYOUTS`, with the parameters of the layer's type where
-    they differ by type, as in Gemma 4), or None for a NoPE layer."""
+    they differ by type, as in Gemma 4), or None for a NoPE or linear-attention layer."""
     if not uses_rope(config, layer_idx):
         return None
     model_type = _model_type(config)
@@ -222,6 +222,9 @@ def layer_placement(config: Any, layer_idx: int) -> Placement:
     NoPE layer; ``"qkvo"`` in DeepSeek-V4, whose one projection is key and value
     (K = V), so the value turns with the key and the output turns back at the
     query's position (VO-RoPE); ``"qk"`` otherwise."""
+    kind = layer_type(config, layer_idx)
+    if kind in LINEAR_LAYER_TYPES:
+        raise ValueError(f"layer {layer_idx} is {kind}, a recurrence: it has no placement")
     if not uses_rope(config, layer_idx):
         return "nope"
     return "qkvo" if _model_type(config) == "deepseek_v4" else "qk"

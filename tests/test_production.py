@@ -542,3 +542,5 @@ def test_the_design_table_says_what_each_family_does_differently() -> None:
     assert rows["qwen3_5_text"]["multimodal"] == "interleaved sections [6, 5, 5]"
     assert "leading 32 of 128 features" in rows["qwen3_5_text"]["RoPE"]
     assert {len(row) for row in rows.values()} == {10}
+    with pytest.raises(ValueError, match="layer 0 is linear_attention, a recurrence"):
+        layer_placement(_qwen3_5(), 0)
