@@ -32,7 +32,13 @@ from typing import Literal, get_args
 import torch
 
 from rope_lessons._checks import check_choice, check_features, check_layout, check_positions
-from rope_lessons.rope import Layout, rotate
+from rope_lessons.rope import (
+    Layout,
+    _angle_dtype,
+    _compute_dtype,
+    _cos_sin_from_angles,
+    rotate,
+)
 
 Assignment = Literal["sections", "interleaved"]
 ASSIGNMENTS: tuple[Assignment, ...] = get_args(Assignment)
@@ -102,8 +108,9 @@ def apply_rope_nd(
     r"""Turn pair ``j`` of a token at positions :math:`(p_1, \dots, p_A)` by
     :math:`\sum_a p_a f_{aj}`.
 
-    Angles are formed in float64 and the rotation runs in float32 (float64
-    for float64 input), as in :func:`rope_lessons.rope.apply_rope`.
+    Angles are formed in float64 (float32 on Apple's MPS) and the rotation
+    runs in float32 (float64 for float64 input), as in
+    :func:`rope_lessons.rope.apply_rope`, with its helpers.
 
     Args:
         x: features ``(..., T, d)``, ``d`` even.
@@ -126,12 +133,13 @@ def apply_rope_nd(
         )
     if not bool(freqs.isfinite().all()):
         raise ValueError("freqs must be finite")
-    rows = freqs.to(x.device, torch.float64)
-    angles = torch.zeros((), dtype=torch.float64, device=x.device)
+    angle_dtype = _angle_dtype(x.device)
+    rows = freqs.to(x.device, angle_dtype)
+    angles = torch.zeros((), dtype=angle_dtype, device=x.device)
     for axis, axis_positions in enumerate(positions):
         checked = check_positions(axis_positions, x.shape[:-1], name=f"positions[{axis}]")
-        angles = angles + checked.to(x.device, torch.float64)[..., None] * rows[axis]
+        angles = angles + checked.to(x.device, angle_dtype)[..., None] * rows[axis]
     angles = angles.expand(*x.shape[:-1], pairs)  # (..., T, d/2)
-    compute_dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
-    cos, sin = angles.cos().to(compute_dtype), angles.sin().to(compute_dtype)
+    compute_dtype = _compute_dtype(x)
+    cos, sin = _cos_sin_from_angles(angles, compute_dtype)
     return rotate(x.to(compute_dtype), cos, sin, layout).to(x.dtype)

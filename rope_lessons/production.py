@@ -148,10 +148,8 @@ def layer_local(config: Any, layer_idx: int) -> Local | None:
     every earlier key.
     """
     kind = layer_type(config, layer_idx)
-    if config_field(config, "model_type") == "deepseek_v4":
-        if kind != "sliding_attention":  # a window plus compressed entries of the whole past
-            raise ValueError(f"DeepSeek-V4's {kind!r} layers add compressed keys: not read here")
-        return Local(int(config_field(config, "sliding_window")), "window")
+    if kind in COMPRESSED_LAYER_TYPES:  # a window plus compressed entries of the whole past
+        raise ValueError(f"DeepSeek-V4's {kind!r} layers add compressed keys: not read here")
     if kind == "sliding_attention":
         if config_field(config, "use_sliding_window") is False:
             return None
@@ -332,10 +330,11 @@ def design_row(config: Any) -> dict[str, str]:
     count = _layer_count(config)
     rope_layers = [i for i in range(count) if uses_rope(config, i)]
     by_type: dict[str, str] = {}
-    for i in rope_layers:
-        spec = layer_rope(config, i)
-        if spec is not None and layer_type(config, i) not in by_type:
-            by_type[layer_type(config, i)] = _rope_words(config, i, spec)
+    for i in rope_layers:  # one spec read per layer type
+        kind = layer_type(config, i)
+        spec = None if kind in by_type else layer_rope(config, i)
+        if spec is not None:
+            by_type[kind] = _rope_words(config, i, spec)
     if len(set(by_type.values())) == 1:
         rope = next(iter(by_type.values()))
     else:
