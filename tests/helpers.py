@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
+import types
+from pathlib import Path
+
 import torch
 
 from rope_lessons.model import Block, SelfAttention, TinyTransformer
@@ -16,6 +20,17 @@ HF_BASES = (1e4, 5e5, 1e6)
 # factors with narrow Llama 3 bands reach 1.4e-5 (factor 64, bounds 2 and 4): 5e-6 leaves
 # room for other machines' rounding, while a changed parameter moves the tables far more.
 HF_RTOL = 5e-6
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def repository_module(name: str, relative_path: str) -> types.ModuleType:
+    """A module of the repository outside the package, loaded from its file (``tasks.py``,
+    ``scripts/notebook_cells.py``), whatever is on ``sys.path``."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / relative_path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def random_features(*shape: int, seed: int = 0, dtype: torch.dtype = torch.float64) -> torch.Tensor:

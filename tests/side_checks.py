@@ -25,10 +25,12 @@ from typing import Any
 
 import nbformat
 import pytest
+from helpers import repository_module
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
-SMOKE_STEPS = "3"
+TASKS = repository_module("tasks", "tasks.py")  # its smoke scale and capability settings
+SMOKE_STEPS: str = TASKS.SMOKE_STEPS
 PRESETS_CALL = "settings, device = setup("
 
 
@@ -57,15 +59,11 @@ class TestStoredSweeps:
                 "-q",
                 "-p",
                 "no:cacheprovider",
-                "tests/test_sweeps.py",
+                TASKS.STORED_SWEEP_TESTS,
                 "-k",
                 "test_the_prefix_of_every_stored_sweep_reproduces",
             ],
-            env={
-                "ATEN_CPU_CAPABILITY": "default",
-                "ROPE_LESSONS_THREADS": "1",
-                "OMP_NUM_THREADS": "1",
-            },
+            env=TASKS.capability_env("default"),
         )
 
 

@@ -11,7 +11,6 @@ each solution a dropdown gated around its code.
 from __future__ import annotations
 
 import ast
-import importlib.util
 import re
 import subprocess
 import sys
@@ -20,22 +19,13 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from helpers import repository_module
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 
-def _notebook_cells() -> types.ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "notebook_cells", ROOT / "scripts" / "notebook_cells.py"
-    )
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-NOTEBOOK_CELLS = _notebook_cells()
+NOTEBOOK_CELLS = repository_module("notebook_cells", "scripts/notebook_cells.py")
 SETUP_CELL: str = NOTEBOOK_CELLS.SETUP_CELL
 WEIGHTS_CELL: str = NOTEBOOK_CELLS.WEIGHTS_CELL
 
