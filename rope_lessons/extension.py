@@ -206,27 +206,33 @@ def llama3_weight(
     between the *frequency* is blended as :math:`(1-w)\,\theta/s + w\,\theta`
     with :math:`w = (L/\lambda - \text{low}) / (\text{high} - \text{low})`;
     this returns ``1 - w`` there (Meta's ``apply_scaling``, as transformers
-    implements it).
+    implements it). With ``low_freq_factor == high_freq_factor`` the band is
+    empty and the weight is a step: pairs whose wavelength exceeds
+    ``L / low_freq_factor`` are divided, the rest kept (Llama 4 Scout's
+    published configuration, factors 1 and 1: Liu et al.'s critical pair).
 
     Returns:
         float64 tensor ``(d/2,)`` with values in [0, 1].
 
     Raises:
-        ValueError: unless ``0 < low_freq_factor < high_freq_factor`` (both finite).
+        ValueError: unless ``0 < low_freq_factor <= high_freq_factor`` (both finite).
     """
     low_freq_factor = _number(low_freq_factor, "low_freq_factor")
     high_freq_factor = _number(high_freq_factor, "high_freq_factor")
-    if low_freq_factor >= high_freq_factor:
+    if low_freq_factor > high_freq_factor:
         raise ValueError(
-            f"low_freq_factor must be below high_freq_factor, got low_freq_factor="
+            f"low_freq_factor must not exceed high_freq_factor, got low_freq_factor="
             f"{low_freq_factor}, high_freq_factor={high_freq_factor}"
         )
     original_length = _integer(original_length, "original_length")
     wavelength = wavelengths(_even_dim(dim, "dim"), check_base(_number(base, "base")))
+    divided = wavelength > original_length / low_freq_factor
+    if low_freq_factor == high_freq_factor:  # no band to blend in: a step
+        return divided.to(torch.float64)
     smooth = (original_length / wavelength - low_freq_factor) / (high_freq_factor - low_freq_factor)
     weight = 1.0 - smooth
     weight = torch.where(wavelength < original_length / high_freq_factor, 0.0, weight)
-    return torch.where(wavelength > original_length / low_freq_factor, 1.0, weight)
+    return torch.where(divided, 1.0, weight)
 
 
 def dynamic_ntk_alpha(factor: float, original_length: int, length: int) -> float:

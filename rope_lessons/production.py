@@ -53,7 +53,14 @@ from typing import Any
 import torch
 
 from rope_lessons.attention import Local, Placement
-from rope_lessons.hf import config_field, hf_rope_layer_types, hf_rope_parameters, rope_from_hf
+from rope_lessons.hf import (
+    _for_layer_type,
+    config_field,
+    hf_head_dim,
+    hf_rope_layer_types,
+    hf_rope_parameters,
+    rope_from_hf,
+)
 from rope_lessons.mrope import Assignment
 from rope_lessons.rope import Layout, Rope, RotarySlice
 
@@ -69,7 +76,12 @@ LAYOUTS: dict[str, Layout] = {
     "qwen2_vl_text": "half",
     "qwen3_vl_text": "half",
     "qwen3_5_text": "half",
+    "phi3": "half",
+    "deepseek_v3": "interleaved",  # rope_interleave: the checkpoint's pairs are neighbours
 }
+# Families whose RoPE turns its own features beside the attention head's unrotated ones
+# (MLA's decoupled RoPE: the configuration's head_dim is the rotating part alone).
+DECOUPLED: frozenset[str] = frozenset({"deepseek_v3"})
 # How multimodal families assign a head's pairs to the axes (time, height, width).
 MROPE_ASSIGNMENTS: dict[str, Assignment] = {
     "qwen2_vl_text": "sections",
@@ -285,6 +297,8 @@ QK_NORMS: dict[str, str] = {
     "qwen2_vl_text": "none",
     "qwen3_vl_text": "RMS on q and k before RoPE",
     "qwen3_5_text": "RMS on q and k before RoPE",
+    "phi3": "none",
+    "deepseek_v3": "RMS on the compressed q and kv (MLA), not per head",
 }
 SINKS: frozenset[str] = frozenset({"gpt_oss", "deepseek_v4"})
 
@@ -304,9 +318,13 @@ def _rope_words(config: Any, layer_idx: int, spec: Rope) -> str:
     extension = str(parameters.get("rope_type", "default"))
     if "factor" in parameters and extension != "default":
         extension += f" x{float(parameters['factor']):g}"
-    return f"base {float(parameters['rope_theta']):g}, {extension}, {_rotary_part(spec)}" + (
-        "" if spec.partial else f", head {spec.dim}"
-    )
+    base = float(parameters["rope_theta"])
+    words = f"base {int(base):,}, " if base.is_integer() else f"base {base:g}, "
+    words += f"{extension}, "
+    if _model_type(config) in DECOUPLED:
+        unrotated = int(config_field(config, "qk_nope_head_dim"))
+        return words + f"decoupled: {spec.dim} features turn beside {unrotated} that do not"
+    return words + _rotary_part(spec) + ("" if spec.partial else f", head {spec.dim}")
 
 
 def _first(layers: list[int], shown: int = 4) -> str:
@@ -375,3 +393,65 @@ def design_row(config: Any) -> dict[str, str]:
         "sinks": "learned, one per head" if model_type in SINKS else "none",
         "multimodal": "none" if sections is None else f"{sections[1]} sections {sections[0]}",
     }
+
+
+# The columns of chapter 10's three tables of design_row rows.
+DESIGN_COLUMNS: dict[str, list[str]] = {
+    "rotation": ["layout", "RoPE", "placement"],
+    "layers": ["NoPE layers", "linear-attention layers", "local layers"],
+    "around": ["QK norm", "sinks", "multimodal"],
+}
+
+
+def design_table(
+    rows: list[dict[str, str]], keys: list[str], names: list[str] | None = None
+) -> str:
+    """:func:`design_row` rows as a Markdown table: one line per model, a column per key.
+
+    Args:
+        rows: the rows, each with every one of ``keys``.
+        keys: the columns, e.g. ``["layout", "RoPE"]``.
+        names: the models' names in the first column (default: each row's ``"model"``).
+    """
+    if not rows:
+        raise ValueError("no rows to tabulate")
+    names = names if names is not None else [row["model"] for row in rows]
+    if len(names) != len(rows):
+        raise ValueError(f"{len(names)} names for {len(rows)} rows")
+    for key in keys:
+        if any(key not in row for row in rows):
+            raise ValueError(f"no column {key!r}; a row has {sorted(rows[0])}")
+    lines = ["| model | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
+    for name, row in zip(names, rows, strict=True):
+        cells = (row[key].replace("|", "/") for key in keys)
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def cached_features(config: Any, layer_idx: int) -> int:
+    """Numbers a layer keeps in its cache per position: keys and values of its
+    key-value heads, or one tensor where one projection is key and value.
+
+    DeepSeek-V4 caches one head of ``head_dim`` (K = V); Gemma 4's full layers
+    with ``attention_k_eq_v`` cache ``num_global_key_value_heads`` heads of
+    ``global_head_dim`` once; everyone else ``2 * num_key_value_heads * head_dim``.
+    MLA (DeepSeek-V3) caches its compressed latent and the shared RoPE key:
+    ``kv_lora_rank + qk_rope_head_dim``. Linear-attention layers keep a state,
+    not a cache, and are refused.
+    """
+    model_type = _model_type(config)
+    kind = layer_type(config, layer_idx)
+    if kind in LINEAR_LAYER_TYPES:
+        raise ValueError(f"layer {layer_idx} is {kind}: it keeps a state, not a cache")
+    if model_type in DECOUPLED:
+        latent = int(config_field(config, "kv_lora_rank"))
+        return latent + int(config_field(config, "qk_rope_head_dim"))
+    dim = hf_head_dim(config, kind)  # per layer type where it differs (Gemma 4)
+    if model_type == "deepseek_v4":
+        return dim
+    source = _for_layer_type(config, kind)
+    heads = config_field(source, "num_key_value_heads") or config_field(
+        source, "num_attention_heads"
+    )
+    shared = kind == "full_attention" and bool(config_field(config, "attention_k_eq_v"))
+    return int(heads) * dim * (1 if shared else 2)

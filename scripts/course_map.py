@@ -34,22 +34,24 @@ CHAPTERS = {
     7: ("Complex linear RNNs", "VO-RoPE as a recurrence", (6.2, 0.0)),
     8: ("Beyond trained length", "PI, NTK, YaRN; NoPE layers", (3.7, 0.0)),
     9: ("A real model", "chapters 3-5 on SmolLM2", (1.2, 0.0)),
+    10: ("Models of 2025-2026", "production designs, proven", (3.7, -1.5)),
 }
 PREREQUISITES = [
-    (0, 1), (1, 2), (2, 3), (3, 4), (3, 5), (3, 6), (6, 7), (5, 8), (4, 9), (5, 9), (8, 9)
+    (0, 1), (1, 2), (2, 3), (3, 4), (3, 5), (3, 6), (6, 7), (5, 8), (4, 9), (5, 9), (8, 9),
+    (7, 10), (8, 10), (9, 10),
 ]  # fmt: skip
 # (label, x, y of the label, colour of the stage's boxes, its chapters)
 STAGES = [
     ("Why attention needs positions", 3.7, 5.35, "#dbe8f5", (0, 1, 2)),
-    ("RoPE and what it does", 1.9, 3.0, "#f6e3cf", (3, 4, 5, 6, 7, 8, 9)),
+    ("RoPE and what it does", 1.9, 3.0, "#f6e3cf", (3, 4, 5, 6, 7, 8, 9, 10)),
 ]
 BOX_W, BOX_H = 2.3, 1.0
 
 
 def draw() -> Figure:
-    fig, ax = plt.subplots(figsize=(7.6, 6.4))
+    fig, ax = plt.subplots(figsize=(7.6, 7.9))
     ax.set_xlim(-0.05, 7.45)
-    ax.set_ylim(-0.6, 5.6)
+    ax.set_ylim(-2.1, 5.6)
     ax.axis("off")
     colours: dict[int, str] = {}
     for label, x, y, colour, chapters in STAGES:

@@ -8,8 +8,9 @@ no outputs; execute it afterwards with
 
     jupyter nbconvert --to notebook --execute --inplace notebooks/00_setup.ipynb
 
-The set-up cell every notebook starts with is SETUP_CELL below, and the second
-code cell of every notebook that loads chapter 9's model is WEIGHTS_CELL; both
+The set-up cell every notebook starts with is SETUP_CELL below, the second
+code cell of every notebook that loads chapter 9's model is WEIGHTS_CELL, and
+that of every notebook running transformers' layers is TRANSFORMERS_CELL; all
 are written as `ruff format` leaves them, so that formatting a notebook keeps
 them identical (tests/test_notebooks.py checks all of this).
 """
@@ -69,6 +70,23 @@ if "google.colab" in sys.modules:
     subprocess.run(
         [*pip, "{WEIGHTS_READERS[0]}", "{WEIGHTS_READERS[1]}", "{WEIGHTS_READERS[2]}"], check=True
     )"""
+
+
+# The second code cell of every notebook that runs transformers' own layers of the
+# newest families (chapter 10): Colab's transformers may predate them.
+TRANSFORMERS_CELL = f"""\
+# Chapter 10 runs transformers' own attention layers of models released in 2025-2026,
+# which need a recent transformers. In Colab, this cell installs the version the
+# course is tested with (pinned as in requirements.txt) in place of any older one;
+# pip may warn that other packages Colab ships want an older one: the course does
+# not use them. Anywhere else this cell does nothing.
+import sys
+
+if "google.colab" in sys.modules:
+    import subprocess
+
+    pip = [sys.executable, "-m", "pip", "install", "--quiet"]
+    subprocess.run([*pip, "{WEIGHTS_READERS[0]}"], check=True)"""
 
 
 def md(text: str) -> nbformat.NotebookNode:

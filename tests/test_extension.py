@@ -181,7 +181,7 @@ def test_the_spec_goes_straight_to_attention_and_apply(method: Method, layout: L
         ({"original_length": 64.0}, TypeError, "original_length"),
         ({"d": 33}, ValueError, "d"),
         ({"base": 1.0}, ValueError, "base"),
-        ({"method": "llama3", "low_freq_factor": 4.0}, ValueError, "low_freq_factor"),
+        ({"method": "llama3", "low_freq_factor": 5.0}, ValueError, "low_freq_factor"),
         ({"method": "llama3", "high_freq_factor": -1.0}, ValueError, "high_freq_factor"),
         ({"method": "yarn", "beta_fast": 1.0}, ValueError, "beta_fast"),
         ({"method": "yarn", "beta_slow": 0.0}, ValueError, "beta_slow"),

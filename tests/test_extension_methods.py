@@ -229,11 +229,22 @@ def test_yarn_ramp_refuses_a_decreasing_ramp_and_a_flat_ladder(ramp: Ramp) -> No
 
 def test_llama3_weight_refuses_bounds_out_of_order() -> None:
     assert llama3_weight(32, 1e4, 64, 1.0, 4.0).shape == (16,)
-    for low, high in [(4.0, 1.0), (2.0, 2.0)]:
-        with pytest.raises(ValueError, match="low_freq_factor must be below high_freq_factor"):
-            llama3_weight(32, 1e4, 64, low, high)
+    with pytest.raises(ValueError, match="low_freq_factor must not exceed high_freq_factor"):
+        llama3_weight(32, 1e4, 64, 4.0, 1.0)
     with pytest.raises(ValueError, match="low_freq_factor must be finite and > 0"):
         llama3_weight(32, 1e4, 64, 0.0, 4.0)
+
+
+def test_llama3_weight_with_equal_factors_is_a_step_at_the_critical_pair() -> None:
+    """Llama 4 Scout publishes low_freq_factor = high_freq_factor = 1: pairs that turn
+    fully within L are kept, the others divided, as transformers computes it."""
+    weight = llama3_weight(64, 5e5, 8192, 1.0, 1.0)
+    critical = critical_pair(64, 8192, 5e5)
+    assert torch.equal(weight, (torch.arange(32) >= critical).double())
+    assert 0 < critical < 32  # both kinds of pair exist, so the step is checked
+    # the step is the limit of the blend as the band closes
+    narrow = llama3_weight(64, 5e5, 8192, 1.0, 1.0 + 1e-9)
+    assert torch.equal(narrow, weight)
 
 
 def test_dynamic_ntk_alpha_refuses_a_factor_below_one() -> None:

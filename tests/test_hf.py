@@ -43,6 +43,12 @@ CASES: dict[str, dict[str, Any]] = {
         "high_freq_factor": 4.0,
         "original_max_position_embeddings": 8192,
     },
+    "llama3, step": {  # Llama 4 Scout's published factors: no band, a step at L
+        "factor": 16.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 1.0,
+        "original_max_position_embeddings": 8192,
+    },
     "longrope": {
         "long_factor": [1.0 + 0.25 * k for k in range(HEAD_DIM // 2)],
         "short_factor": [1.0 + 0.01 * k for k in range(HEAD_DIM // 2)],

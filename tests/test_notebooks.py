@@ -28,6 +28,7 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 NOTEBOOK_CELLS = repository_module("notebook_cells", "scripts/notebook_cells.py")
 SETUP_CELL: str = NOTEBOOK_CELLS.SETUP_CELL
 WEIGHTS_CELL: str = NOTEBOOK_CELLS.WEIGHTS_CELL
+TRANSFORMERS_CELL: str = NOTEBOOK_CELLS.TRANSFORMERS_CELL
 
 
 def _read(path: Path) -> nbformat.NotebookNode:
@@ -79,7 +80,9 @@ def test_setup_cell_installs_from_the_repository_only_in_colab(
     assert calls == [[sys.executable, "-m", "pip", "install", f"git+{repository}@main"]]
 
 
-@pytest.mark.parametrize("cell", [SETUP_CELL, WEIGHTS_CELL], ids=["setup", "weights"])
+@pytest.mark.parametrize(
+    "cell", [SETUP_CELL, WEIGHTS_CELL, TRANSFORMERS_CELL], ids=["setup", "weights", "transformers"]
+)
 def test_colab_cell_guard_is_the_colab_test(cell: str) -> None:
     """The only statement with an effect is `if "google.colab" in sys.modules:`."""
     module = ast.parse(cell)
@@ -169,7 +172,9 @@ def test_solutions_are_gated_dropdowns(path: Path) -> None:
     assert opened is None, f"solution of {opened} not closed"
 
 
-@pytest.mark.parametrize("cell", [SETUP_CELL, WEIGHTS_CELL], ids=["setup", "weights"])
+@pytest.mark.parametrize(
+    "cell", [SETUP_CELL, WEIGHTS_CELL, TRANSFORMERS_CELL], ids=["setup", "weights", "transformers"]
+)
 def test_colab_cell_is_as_ruff_format_leaves_it(cell: str) -> None:
     """Otherwise `ruff format` would rewrite the cell in every notebook that copies it."""
     formatted = subprocess.run(
@@ -232,3 +237,29 @@ def test_every_stored_sweep_a_notebook_loads_exists(path: Path) -> None:
     for name in SWEEP_NAME.findall(code):
         assert name in available(), f"{path.name} loads {name!r}, which is not a sweep"
         assert (RESULTS_DIR / f"{name}.json").is_file(), f"{path.name}: {name!r} not stored"
+
+
+# Notebooks that run transformers' own layers of the newest families (chapter 10).
+RUNS_TRANSFORMERS_LAYERS = [
+    p for p in NOTEBOOKS if "rope_lessons.production_checks" in p.read_text()
+]
+
+
+def test_chapter_10_runs_transformers_layers() -> None:
+    assert RUNS_TRANSFORMERS_LAYERS, "no notebook imports production_checks: nothing checked"
+
+
+@pytest.mark.parametrize("path", RUNS_TRANSFORMERS_LAYERS, ids=_ids(RUNS_TRANSFORMERS_LAYERS))
+def test_notebook_running_transformers_layers_has_the_transformers_cell_second(
+    path: Path,
+) -> None:
+    code_cells = [c for c in _read(path).cells if c.cell_type == "code"]
+    assert code_cells[1].source == TRANSFORMERS_CELL, "second code cell: TRANSFORMERS_CELL"
+
+
+def test_transformers_cell_installs_the_pinned_transformers_only_in_colab(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls = _installs_in_colab(TRANSFORMERS_CELL, monkeypatch)
+    pinned = _pins("requirements.txt")["transformers"]
+    assert calls == [[sys.executable, "-m", "pip", "install", "--quiet", pinned]]

@@ -1,0 +1,484 @@
+r"""Production attention layers rebuilt from the course's parts, checked against transformers.
+
+For each family of chapter 10 :func:`check_layer` instantiates transformers'
+own attention layer from a tiny random configuration of that family
+(:func:`tiny_config`; no weights are needed), runs it on random hidden states
+with the mask and position tables transformers' model would build, and runs
+the course's :func:`~rope_lessons.attention.attention` on the same
+projections with the spec, window, placement and sinks that
+:mod:`rope_lessons.production` reads from the configuration. It also runs
+each *changed* reading (another layout, the other rotary slice, the output not
+turned back, no sinks, no window, ...): the check can fail, and the changed
+readings show by how much.
+
+transformers (5.x, with these families) is needed here and nowhere else in the
+package's core; it is imported when a check runs.
+
+Shapes: ``B`` batch, ``H`` heads, ``T`` positions, ``D`` head dimension.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from rope_lessons.attention import attention
+from rope_lessons.mrope import apply_rope_nd, multimodal_frequencies
+from rope_lessons.production import (
+    layer_local,
+    layer_placement,
+    layer_rope,
+    layer_type,
+    mrope_sections,
+    nope_temperature,
+    qk_rms_norm,
+    uses_rope,
+)
+from rope_lessons.rope import Rope
+
+# The tiny layers: batch, positions, width, heads, key-value heads, head dimension.
+B, T, HIDDEN, HEADS, KV_HEADS, HEAD_DIM = 2, 11, 32, 4, 2, 8
+# Equal means equal to float32 rounding: |ours - theirs| <= TOLERANCE * (1 + max |theirs|).
+TOLERANCE = 1e-5
+# Qwen3.5's pairs per axis (time, height, width) in the tiny configuration: 16 pairs,
+# a quarter of 128-dimensional heads.
+QWEN_SECTIONS = [6, 5, 5]
+
+
+@dataclass(frozen=True)
+class LayerCheck:
+    """One production layer against the course's rebuild.
+
+    Attributes:
+        family: the configuration's ``model_type``.
+        layer: which layer, in words (``"NoPE layer"``, ...).
+        difference: the largest ``|ours - theirs|`` over the layer's output.
+        scale: the largest ``|theirs|``, which the tolerance is relative to.
+        wrong: each changed reading (a name) and its largest ``|changed - theirs|``.
+    """
+
+    family: str
+    layer: str
+    difference: float
+    scale: float
+    wrong: dict[str, float]
+
+    @property
+    def equal(self) -> bool:
+        """Whether ours equals theirs to float32 rounding (:data:`TOLERANCE`)."""
+        return self.difference <= TOLERANCE * (1.0 + self.scale)
+
+    @property
+    def closest_wrong(self) -> float:
+        """The smallest difference any changed reading leaves: the check's margin."""
+        return min(self.wrong.values())
+
+
+def _largest(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a - b).abs().max())
+
+
+def _result(
+    family: str, layer: str, ours: torch.Tensor, theirs: torch.Tensor, wrong: dict[str, Any]
+) -> LayerCheck:
+    return LayerCheck(
+        family=family,
+        layer=layer,
+        difference=_largest(ours, theirs),
+        scale=float(theirs.abs().max()),
+        wrong={name: _largest(changed, theirs) for name, changed in wrong.items()},
+    )
+
+
+def _quiet(make: Any, **fields: Any) -> Any:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return make(**fields, attn_implementation="eager")
+
+
+def tiny_config(model_type: str) -> Any:
+    """A tiny random configuration of a family, as transformers' configuration class.
+
+    ``model_type`` is one of :data:`CHECKS`' families. Widths: ``hidden`` 32, 4
+    query heads of 8 features (Gemma 4's full layers 16, DeepSeek-V4's 16 with a
+    trailing rotary slice of 8, Qwen3.5's 128 with a rotary quarter), a window
+    or chunk of 4 where the family has one.
+    """
+    import transformers
+
+    common = {"hidden_size": HIDDEN, "num_attention_heads": HEADS}
+    grouped = {**common, "num_key_value_heads": KV_HEADS}
+    makers: dict[str, Callable[[], Any]] = {
+        "smollm3": lambda: _quiet(
+            transformers.SmolLM3Config, **grouped, num_hidden_layers=4,
+            intermediate_size=64, max_position_embeddings=64,
+        ),
+        "llama4_text": lambda: _quiet(
+            transformers.Llama4TextConfig, **grouped, head_dim=HEAD_DIM, num_hidden_layers=4,
+            intermediate_size=64, intermediate_size_mlp=64, max_position_embeddings=64,
+            attention_chunk_size=4,  # chunks of 4 in the RoPE layers
+            floor_scale=3,  # the NoPE layers' temperature steps up at positions 2, 5, 8
+        ),
+        "gpt_oss": lambda: _quiet(
+            transformers.GptOssConfig, **grouped, head_dim=HEAD_DIM, num_hidden_layers=2,
+            intermediate_size=64, num_local_experts=2, num_experts_per_tok=1, sliding_window=4,
+        ),
+        "gemma4_text": lambda: _quiet(
+            transformers.Gemma4TextConfig, **grouped, head_dim=HEAD_DIM,
+            global_head_dim=2 * HEAD_DIM,  # the full layers' heads are wider
+            num_global_key_value_heads=1, num_hidden_layers=2,
+            layer_types=["sliding_attention", "full_attention"], sliding_window=4,
+            attention_k_eq_v=True, intermediate_size=64, vocab_size=64,
+            vocab_size_per_layer_input=16, hidden_size_per_layer_input=8,
+        ),
+        "deepseek_v4": lambda: _quiet(
+            transformers.DeepseekV4Config, **common, head_dim=2 * HEAD_DIM,
+            qk_rope_head_dim=HEAD_DIM,  # [nope | rope]: the trailing half of each head turns
+            q_lora_rank=16, o_groups=2, o_lora_rank=8, num_hidden_layers=2,
+            layer_types=["sliding_attention"] * 2, sliding_window=4, vocab_size=64,
+            moe_intermediate_size=16, n_routed_experts=2, num_experts_per_tok=1,
+            index_n_heads=2, index_head_dim=8,
+        ),
+        "qwen3_5_text": lambda: _quiet(
+            transformers.Qwen3_5TextConfig, **grouped, head_dim=128, num_hidden_layers=4,
+            intermediate_size=64, vocab_size=64,
+            rope_parameters={
+                "rope_type": "default", "rope_theta": 10_000.0,
+                "partial_rotary_factor": 0.25, "mrope_section": QWEN_SECTIONS,
+            },
+        ),
+    }  # fmt: skip
+    if model_type not in makers:
+        raise ValueError(f"no tiny configuration for {model_type!r}; known: {sorted(makers)}")
+    return makers[model_type]()
+
+
+def _projections(layer: Any, hidden: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The layer's queries, keys and values ``(B, H, T, D)``, unrotated."""
+    split = (B, T, -1, HEAD_DIM)
+    return tuple(
+        proj(hidden).view(split).transpose(1, 2)
+        for proj in (layer.q_proj, layer.k_proj, layer.v_proj)
+    )
+
+
+def _output(layer: Any, out: torch.Tensor) -> torch.Tensor:
+    """``o_proj`` of the heads ``(B, H, T, D)`` -> ``(B, T, hidden)``."""
+    projected: torch.Tensor = layer.o_proj(out.transpose(1, 2).reshape(B, T, -1))
+    return projected
+
+
+def _hidden_and_mask(config: Any, layer_idx: int) -> tuple[torch.Tensor, torch.Tensor, Any]:
+    """Random hidden states ``(B, T, hidden)``, positions ``(B, T)`` and the mask that
+    transformers' model builds for this layer's type (causal, sliding or chunked)."""
+    from transformers import masking_utils
+
+    hidden = torch.randn(B, T, HIDDEN)
+    positions = torch.arange(T).expand(B, T)
+    local = layer_local(config, layer_idx) if uses_rope(config, layer_idx) else None
+    make_mask = {
+        None: masking_utils.create_causal_mask,
+        "window": masking_utils.create_sliding_window_causal_mask,
+        "chunk": masking_utils.create_chunked_causal_mask,
+    }[None if local is None else local.kind]
+    mask = make_mask(
+        config=config, inputs_embeds=hidden, attention_mask=None,
+        past_key_values=None, position_ids=positions,
+    )  # fmt: skip
+    return hidden, positions, mask
+
+
+def _smollm3(layer_idx: int) -> LayerCheck:
+    from transformers.models.smollm3.modeling_smollm3 import (
+        SmolLM3Attention,
+        SmolLM3RotaryEmbedding,
+    )
+
+    config = tiny_config("smollm3")
+    layer = SmolLM3Attention(config, layer_idx=layer_idx).eval()
+    hidden, positions, mask = _hidden_and_mask(config, layer_idx)
+    theirs, _ = layer(hidden, SmolLM3RotaryEmbedding(config)(hidden, positions), mask)
+    q, k, v = _projections(layer, hidden)
+    spec = layer_rope(config, layer_idx)
+    if spec is None:
+        ours = attention(q, k, v, placement="nope")
+        wrong = {"rotated": attention(q, k, v, placement="qk")}
+    else:
+        ours = attention(q, k, v, rope=spec, placement="qk")
+        wrong = {"not rotated": attention(q, k, v, placement="nope")}
+    return _result(
+        "smollm3",
+        "RoPE layer" if spec else "NoPE layer",
+        _output(layer, ours),
+        theirs,
+        {name: _output(layer, out) for name, out in wrong.items()},
+    )
+
+
+def _llama4(layer_idx: int) -> LayerCheck:
+    from transformers.models.llama4.modeling_llama4 import (
+        Llama4TextAttention,
+        Llama4TextRotaryEmbedding,
+    )
+
+    config = tiny_config("llama4_text")
+    layer = Llama4TextAttention(config, layer_idx=layer_idx).eval()
+    hidden, positions, mask = _hidden_and_mask(config, layer_idx)
+    theirs, _ = layer(hidden, Llama4TextRotaryEmbedding(config)(hidden, positions), mask)
+    spec, local = layer_rope(config, layer_idx), layer_local(config, layer_idx)
+    q, k, v = _projections(layer, hidden)
+    if spec is not None:  # QK norm; a rotation keeps the norm, so before RoPE is the same
+        q, k = qk_rms_norm(q, config.rms_norm_eps), qk_rms_norm(k, config.rms_norm_eps)
+        ours = attention(q, k, v, rope=spec, local=local)
+        wrong = {
+            "half layout": attention(q, k, v, rope=spec.with_layout("half"), local=local),
+            "no chunks": attention(q, k, v, rope=spec),
+        }
+        name = "chunked RoPE layer"
+    else:
+        scales = nope_temperature(
+            torch.arange(T), floor_scale=config.floor_scale, attn_scale=config.attn_scale
+        )
+        scaled = q * scales[:, None]  # (B, H, T, D) times (T, 1)
+        ours = attention(scaled, k, v, placement="nope", local=local)
+        wrong = {"no temperature": attention(q, k, v, placement="nope")}
+        name = "NoPE layer"
+    return _result(
+        "llama4_text",
+        name,
+        _output(layer, ours),
+        theirs,
+        {name: _output(layer, out) for name, out in wrong.items()},
+    )
+
+
+def _gpt_oss(layer_idx: int) -> LayerCheck:
+    from transformers.models.gpt_oss.modeling_gpt_oss import (
+        GptOssAttention,
+        GptOssRotaryEmbedding,
+    )
+
+    config = tiny_config("gpt_oss")
+    layer = GptOssAttention(config, layer_idx=layer_idx).eval()
+    torch.nn.init.normal_(layer.sinks, std=2.0)  # transformers leaves them to the model's init
+    hidden, positions, mask = _hidden_and_mask(config, layer_idx)
+    theirs, _ = layer(hidden, GptOssRotaryEmbedding(config)(hidden, positions), mask)
+    local, spec = layer_local(config, layer_idx), layer_rope(config, layer_idx)
+    assert spec is not None
+    q, k, v = _projections(layer, hidden)
+    ours = attention(q, k, v, rope=spec, local=local, sinks=layer.sinks)
+    plain = Rope.from_theta(spec.theta, "half")  # YaRN's frequencies without its factor
+    wrong = {
+        "no sinks": attention(q, k, v, rope=spec, local=local),
+        "no YaRN attention factor": attention(q, k, v, rope=plain, local=local, sinks=layer.sinks),
+    }
+    if local is not None:
+        wrong["no window"] = attention(q, k, v, rope=spec, sinks=layer.sinks)
+    return _result(
+        "gpt_oss",
+        "sliding layer" if local else "full layer",
+        _output(layer, ours),
+        theirs,
+        {name: _output(layer, out) for name, out in wrong.items()},
+    )
+
+
+def _gemma4(layer_idx: int) -> LayerCheck:
+    from transformers.models.gemma4.modeling_gemma4 import (
+        Gemma4TextAttention,
+        Gemma4TextRotaryEmbedding,
+    )
+
+    config = tiny_config("gemma4_text")
+    layer = Gemma4TextAttention(config, layer_idx=layer_idx).eval()
+    for norm in (layer.q_norm, layer.k_norm):  # weights other than ones, so that they count
+        torch.nn.init.normal_(norm.weight, 1.0, 0.2)
+    hidden, positions, mask = _hidden_and_mask(config, layer_idx)
+    kind, local = layer_type(config, layer_idx), layer_local(config, layer_idx)
+    rotary = Gemma4TextRotaryEmbedding(config)(hidden, positions, kind)
+    theirs, _ = layer(hidden, rotary, mask, shared_kv_states={})
+    spec = layer_rope(config, layer_idx)
+    assert spec is not None
+    dim = spec.dim
+
+    def heads(x: torch.Tensor) -> torch.Tensor:  # (B, T, H*D) -> (B, T, H, D)
+        return x.view(B, T, -1, dim)
+
+    keys = heads(layer.k_proj(hidden))
+    values = keys if layer.v_proj is None else heads(layer.v_proj(hidden))  # K = V
+    q = layer.q_norm(heads(layer.q_proj(hidden))).transpose(1, 2)
+    k = layer.k_norm(keys).transpose(1, 2)
+    v = layer.v_norm(values).transpose(1, 2)
+    q = q * dim**0.5  # Gemma 4 takes q . k without 1/sqrt(D) (its norms set the scale)
+    ours = attention(q, k, v, rope=spec, local=local)
+    if local is None:  # the full layer: HF partial rotary on the same quarter, or v rotated
+        wrong = {
+            "HF partial rotary": attention(
+                q, k, v, rope=Rope(dim, 1e6, "half", rotary_dim=dim // 4)
+            ),
+            "value rotated too": attention(q, k, v, rope=spec, placement="qkv"),
+        }
+    else:  # the full layers' base, or no window
+        wrong = {
+            "base 1e6": attention(q, k, v, rope=Rope(dim, 1e6, "half"), local=local),
+            "no window": attention(q, k, v, rope=spec),
+        }
+    return _result(
+        "gemma4_text",
+        "sliding layer" if local else "full layer, K = V",
+        _output(layer, ours),
+        theirs,
+        {name: _output(layer, out) for name, out in wrong.items()},
+    )
+
+
+def _deepseek_v4(layer_idx: int) -> LayerCheck:
+    from transformers.models.deepseek_v4.modeling_deepseek_v4 import (
+        DeepseekV4Attention,
+        DeepseekV4RotaryEmbedding,
+    )
+
+    config = tiny_config("deepseek_v4")
+    layer = DeepseekV4Attention(config, layer_idx=layer_idx).eval()
+    torch.nn.init.normal_(layer.sinks, std=2.0)
+    hidden, positions, mask = _hidden_and_mask(config, layer_idx)
+    rotary = DeepseekV4RotaryEmbedding(config)
+    embeddings = {kind: rotary(hidden, positions, kind) for kind in ("main", "compress")}
+    theirs, _ = layer(hidden, embeddings, positions, mask)
+    spec, local = layer_rope(config, layer_idx), layer_local(config, layer_idx)
+    assert spec is not None
+    dim = spec.dim
+    placement = layer_placement(config, layer_idx)  # "qkvo"
+
+    def project(out: torch.Tensor) -> torch.Tensor:  # (B, H, T, D) -> (B, T, hidden)
+        grouped = out.transpose(1, 2).reshape(B, T, config.o_groups, -1)
+        projected: torch.Tensor = layer.o_b_proj(layer.o_a_proj(grouped).flatten(2))
+        return projected
+
+    q = layer.q_b_norm(
+        layer.q_b_proj(layer.q_a_norm(layer.q_a_proj(hidden))).view(B, T, -1, dim).transpose(1, 2)
+    )
+    kv = layer.kv_norm(layer.kv_proj(hidden)).view(B, T, 1, dim).transpose(1, 2)  # K = V
+    sinks = layer.sinks
+    ours = attention(q, kv, kv, placement=placement, rope=spec, local=local, sinks=sinks)
+    leading = Rope.from_theta(spec.theta, "interleaved", head_dim=dim)  # the first slice
+    wrong = {
+        "output not turned back": attention(
+            q, kv, kv, placement="qkv", rope=spec, local=local, sinks=sinks
+        ),
+        "leading slice": attention(
+            q, kv, kv, placement=placement, rope=leading, local=local, sinks=sinks
+        ),
+        "half layout": attention(
+            q, kv, kv, placement=placement, rope=spec.with_layout("half"), local=local, sinks=sinks
+        ),
+    }
+    return _result(
+        "deepseek_v4",
+        "sliding layer, K = V",
+        project(ours),
+        theirs,
+        {name: project(out) for name, out in wrong.items()},
+    )
+
+
+def qwen_positions() -> torch.Tensor:
+    """``(3, B, T)`` positions on (time, height, width): three text tokens, a 2 x 3
+    image, two text tokens, as Qwen's ``get_rope_index`` places them."""
+    text_before = torch.arange(3).expand(3, 3)
+    rows, columns = torch.meshgrid(torch.arange(2), torch.arange(3), indexing="ij")
+    image = torch.stack((torch.full((6,), 3), 3 + rows.flatten(), 3 + columns.flatten()))
+    text_after = (6 + torch.arange(2)).expand(3, 2)
+    return torch.cat((text_before, image, text_after), dim=1)[:, None].expand(3, B, T)
+
+
+def _qwen3_5(layer_idx: int) -> LayerCheck:
+    from transformers.masking_utils import create_causal_mask
+    from transformers.models.qwen3_5.modeling_qwen3_5 import (
+        Qwen3_5Attention,
+        Qwen3_5TextRotaryEmbedding,
+    )
+
+    config = tiny_config("qwen3_5_text")
+    layer = Qwen3_5Attention(config, layer_idx=layer_idx).eval()
+    for norm in (layer.q_norm, layer.k_norm):
+        torch.nn.init.normal_(norm.weight, 0.0, 0.2)
+    hidden = torch.randn(B, T, HIDDEN)
+    positions = qwen_positions()  # (3, B, T)
+    mask = create_causal_mask(
+        config=config, inputs_embeds=hidden, attention_mask=None,
+        past_key_values=None, position_ids=None,
+    )  # fmt: skip
+    theirs, _ = layer(hidden, Qwen3_5TextRotaryEmbedding(config)(hidden, positions), mask)
+    spec, sections = layer_rope(config, layer_idx), mrope_sections(config)
+    assert spec is not None and sections is not None
+    rotary_dim, dim = spec.rotary_dim, spec.dim
+
+    def turned(x: torch.Tensor, assignment: Any) -> torch.Tensor:  # the leading slice turns
+        freqs = multimodal_frequencies(spec.theta, sections[0], assignment)
+        axes = [p[:, None, :] for p in positions]  # each (B, 1, T)
+        head = apply_rope_nd(x[..., :rotary_dim], axes, freqs, layout="half")
+        return torch.cat((head, x[..., rotary_dim:]), dim=-1)
+
+    query, gate = torch.chunk(layer.q_proj(hidden).view(B, T, -1, 2 * dim), 2, dim=-1)
+    q = layer.q_norm(query).transpose(1, 2)
+    k = layer.k_norm(layer.k_proj(hidden).view(B, T, -1, dim)).transpose(1, 2)
+    v = layer.v_proj(hidden).view(B, T, -1, dim).transpose(1, 2)
+
+    def output(q_turned: torch.Tensor, k_turned: torch.Tensor) -> torch.Tensor:
+        out = attention(q_turned, k_turned, v, placement="nope")  # turned already
+        gated = out.transpose(1, 2).reshape(B, T, -1) * torch.sigmoid(gate.reshape(B, T, -1))
+        projected: torch.Tensor = layer.o_proj(gated)
+        return projected
+
+    wrong = {
+        "Qwen2-VL sections": output(turned(q, "sections"), turned(k, "sections")),
+        "text positions only": output(spec.apply(q), spec.apply(k)),
+    }
+    ours = output(turned(q, sections[1]), turned(k, sections[1]))
+    return _result("qwen3_5_text", "full layer, text and image", ours, theirs, wrong)
+
+
+# Every check: family, layer index and the function that runs it.
+CHECKS: tuple[tuple[str, int, Callable[[int], LayerCheck]], ...] = (
+    ("smollm3", 0, _smollm3),
+    ("smollm3", 3, _smollm3),
+    ("llama4_text", 0, _llama4),
+    ("llama4_text", 3, _llama4),
+    ("gpt_oss", 0, _gpt_oss),
+    ("gpt_oss", 1, _gpt_oss),
+    ("gemma4_text", 0, _gemma4),
+    ("gemma4_text", 1, _gemma4),
+    ("deepseek_v4", 0, _deepseek_v4),
+    ("qwen3_5_text", 3, _qwen3_5),
+)
+
+
+def check_layer(model_type: str, layer_idx: int, seed: int = 0) -> LayerCheck:
+    """Run one of :data:`CHECKS`: transformers' layer against the course's rebuild.
+
+    Args:
+        model_type: the family (``"smollm3"``, ``"llama4_text"``, ``"gpt_oss"``,
+            ``"gemma4_text"``, ``"deepseek_v4"``, ``"qwen3_5_text"``).
+        layer_idx: a layer of :func:`tiny_config` listed in :data:`CHECKS`.
+        seed: seeds the layer's random weights and the hidden states.
+
+    Raises:
+        ValueError: for a family or layer without a check.
+    """
+    for family, index, run in CHECKS:
+        if (family, index) == (model_type, layer_idx):
+            torch.manual_seed(seed)
+            with torch.no_grad():
+                return run(layer_idx)
+    known = [(family, index) for family, index, _ in CHECKS]
+    raise ValueError(f"no check for layer {layer_idx} of {model_type!r}; known: {known}")
+
+
+def check_all(seed: int = 0) -> list[LayerCheck]:
+    """Every check of :data:`CHECKS`, in order."""
+    return [check_layer(family, index, seed) for family, index, _ in CHECKS]
