@@ -15,14 +15,17 @@ notebook, as when a reader opens it from GitHub in Colab:
 - a last cell checks that rope_lessons was imported from site-packages.
 
 The first code cell must be SETUP_CELL and, in a notebook that loads chapter
-9's model (calls ``load_smollm2``), the second must be WEIGHTS_CELL (both from
-scripts/notebook_cells.py). Every cell must run without error. After each
-notebook the versions of Colab's own packages (COLAB_SHIPS) must be unchanged:
+9's model (calls ``load_smollm2``), the second must be WEIGHTS_CELL, in one
+that runs transformers' own layers (imports ``rope_lessons.production_checks``)
+TRANSFORMERS_CELL (all from scripts/notebook_cells.py). Every cell must run
+without error. After each notebook the versions of Colab's own packages
+(COLAB_SHIPS) must be unchanged:
 installing the course must not replace them. The one exception is declared:
-in a notebook that loads the model, the weights cell installs transformers 5 in
-place of Colab's older one, and with it the newer huggingface-hub, tokenizers
-and safetensors it requires (WEIGHTS_UPGRADES); there, and only there, these may
-change, and transformers must then be the version WEIGHTS_CELL pins.
+in a notebook that loads the model or runs transformers' layers, the second cell
+installs transformers 5 in place of Colab's older one, and with it the newer
+huggingface-hub, tokenizers and safetensors it requires (WEIGHTS_UPGRADES);
+there, and only there, these may change, and transformers must then be the
+version the cell pins.
 """
 
 from __future__ import annotations
@@ -41,7 +44,13 @@ import nbformat
 from nbclient import NotebookClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from notebook_cells import REPOSITORY, SETUP_CELL, WEIGHTS_CELL, WEIGHTS_READERS
+from notebook_cells import (
+    REPOSITORY,
+    SETUP_CELL,
+    TRANSFORMERS_CELL,
+    WEIGHTS_CELL,
+    WEIGHTS_READERS,
+)
 
 COLAB_SHIPS = (
     "torch",
@@ -53,8 +62,9 @@ COLAB_SHIPS = (
     "tokenizers",
     "safetensors",
 )
-# What the weights cell of a notebook that loads chapter 9's model may upgrade: the
-# transformers it pins, and the packages that this transformers requires newer.
+# What the second cell of a notebook that loads chapter 9's model or runs transformers'
+# layers may upgrade: the transformers it pins, and the packages that this transformers
+# requires newer.
 WEIGHTS_UPGRADES = frozenset({"transformers", "huggingface-hub", "tokenizers", "safetensors"})
 TRANSFORMERS_PIN = next(p for p in WEIGHTS_READERS if p.startswith("transformers==")).split("==")[1]
 # Colab imports google.colab at start. It is a real module there, with a __spec__:
@@ -83,6 +93,14 @@ def loads_the_model(notebook: nbformat.NotebookNode) -> bool:
     return any(c.cell_type == "code" and "load_smollm2(" in c.source for c in notebook.cells)
 
 
+def runs_transformers_layers(notebook: nbformat.NotebookNode) -> bool:
+    """Whether a code cell imports chapter 10's checks of transformers' own layers."""
+    return any(
+        c.cell_type == "code" and "rope_lessons.production_checks" in c.source
+        for c in notebook.cells
+    )
+
+
 def run_notebook(path: Path, content: Path) -> float:
     """Execute one notebook as Colab would; return its wall time in seconds.
 
@@ -96,6 +114,12 @@ def run_notebook(path: Path, content: Path) -> float:
     loads = loads_the_model(notebook)
     if loads and code_cells[1].source != WEIGHTS_CELL:
         raise SystemExit(f"{path}: loads the model, but its second code cell is not WEIGHTS_CELL")
+    layers = runs_transformers_layers(notebook)
+    if layers and code_cells[1].source != TRANSFORMERS_CELL:
+        raise SystemExit(
+            f"{path}: runs transformers' layers; its second cell is not TRANSFORMERS_CELL"
+        )
+    loads = loads or layers  # either may upgrade transformers, to the same pin
     before = versions()
     notebook.cells.insert(0, nbformat.v4.new_code_cell(IMPORT_COLAB))
     notebook.cells.append(nbformat.v4.new_code_cell(CHECK_INSTALL))
@@ -113,12 +137,12 @@ def run_notebook(path: Path, content: Path) -> float:
         raise SystemExit(f"{path}: installing the course changed Colab's packages: {changes}")
     if loads and after["transformers"] != TRANSFORMERS_PIN:
         raise SystemExit(
-            f"{path}: after the weights cell transformers is {after['transformers']}, "
+            f"{path}: after its second cell transformers is {after['transformers']}, "
             f"not {TRANSFORMERS_PIN}"
         )
     print(f"[colab] {path.name}: ran in {seconds:.0f} s; {notebook.cells[-1].outputs[0].text}")
     if changed:
-        print(f"[colab] {path.name}: its weights cell upgraded {changes}", flush=True)
+        print(f"[colab] {path.name}: its second cell upgraded {changes}", flush=True)
     return seconds
 
 
