@@ -77,6 +77,7 @@ LAYOUTS: dict[str, Layout] = {
     "qwen3_vl_text": "half",
     "qwen3_5_text": "half",
     "phi3": "half",
+    "glm4": "interleaved",  # neighbouring pairs within the leading rotary slice
     "deepseek_v3": "interleaved",  # rope_interleave: the checkpoint's pairs are neighbours
 }
 # Families whose RoPE turns its own features beside the attention head's unrotated ones
@@ -298,6 +299,7 @@ QK_NORMS: dict[str, str] = {
     "qwen3_vl_text": "RMS on q and k before RoPE",
     "qwen3_5_text": "RMS on q and k before RoPE",
     "phi3": "none",
+    "glm4": "none",
     "deepseek_v3": "RMS on the compressed q and kv (MLA), not per head",
 }
 SINKS: frozenset[str] = frozenset({"gpt_oss", "deepseek_v4"})

@@ -143,6 +143,11 @@ def tiny_config(model_type: str) -> Any:
             moe_intermediate_size=16, n_routed_experts=2, num_experts_per_tok=1,
             index_n_heads=2, index_head_dim=8,
         ),
+        "glm4": lambda: _quiet(
+            transformers.Glm4Config, **grouped, head_dim=HEAD_DIM, num_hidden_layers=2,
+            intermediate_size=64, vocab_size=64, pad_token_id=0,
+            # partial_rotary_factor 0.5 by default: the leading half of each head turns
+        ),
         "qwen3_5_text": lambda: _quiet(
             transformers.Qwen3_5TextConfig, **grouped, head_dim=128, num_hidden_layers=4,
             intermediate_size=64, vocab_size=64,
@@ -386,6 +391,31 @@ def _deepseek_v4(layer_idx: int) -> LayerCheck:
     )
 
 
+def _glm4(layer_idx: int) -> LayerCheck:
+    from transformers.models.glm4.modeling_glm4 import Glm4Attention, Glm4RotaryEmbedding
+
+    config = tiny_config("glm4")
+    layer = Glm4Attention(config, layer_idx=layer_idx).eval()
+    hidden, positions, mask = _hidden_and_mask(config, layer_idx)
+    theirs, _ = layer(hidden, Glm4RotaryEmbedding(config)(hidden, positions), mask)
+    spec = layer_rope(config, layer_idx)
+    assert spec is not None
+    q, k, v = _projections(layer, hidden)
+    ours = attention(q, k, v, rope=spec)
+    whole = Rope(spec.dim, spec.base or 10_000.0, "interleaved")  # the whole head turning
+    wrong = {
+        "half layout": attention(q, k, v, rope=spec.with_layout("half")),
+        "the whole head turning": attention(q, k, v, rope=whole),
+    }
+    return _result(
+        "glm4",
+        "leading half, interleaved",
+        _output(layer, ours),
+        theirs,
+        {name: _output(layer, out) for name, out in wrong.items()},
+    )
+
+
 def qwen_positions() -> torch.Tensor:
     """``(3, B, T)`` positions on (time, height, width): three text tokens, a 2 x 3
     image, two text tokens, as Qwen's ``get_rope_index`` places them."""
@@ -454,6 +484,7 @@ CHECKS: tuple[tuple[str, int, Callable[[int], LayerCheck]], ...] = (
     ("gemma4_text", 0, _gemma4),
     ("gemma4_text", 1, _gemma4),
     ("deepseek_v4", 0, _deepseek_v4),
+    ("glm4", 0, _glm4),
     ("qwen3_5_text", 3, _qwen3_5),
 )
 
@@ -463,7 +494,7 @@ def check_layer(model_type: str, layer_idx: int, seed: int = 0) -> LayerCheck:
 
     Args:
         model_type: the family (``"smollm3"``, ``"llama4_text"``, ``"gpt_oss"``,
-            ``"gemma4_text"``, ``"deepseek_v4"``, ``"qwen3_5_text"``).
+            ``"gemma4_text"``, ``"deepseek_v4"``, ``"glm4"``, ``"qwen3_5_text"``).
         layer_idx: a layer of :func:`tiny_config` listed in :data:`CHECKS`.
         seed: seeds the layer's random weights and the hidden states.
 
