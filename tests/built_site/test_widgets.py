@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from rope_lessons.decay import abel_bound, peaked_key
-from rope_lessons.extension import dynamic_ntk_alpha, scaled_frequencies
+from rope_lessons.extension import ExtensionMethod, dynamic_ntk_alpha, scaled_frequencies
 from rope_lessons.rope import Rope, apply_rope, frequencies, score_at_distance
 from rope_lessons.spectrum import partial_rotary_theta, prope_theta, turn_counts
 
@@ -62,14 +62,10 @@ def _open(browser: Any, server: str, widget: str) -> Any:
     return box
 
 
-def _set(browser: Any, box: Any, settings: dict[str, object]) -> None:
+def _set(browser: Any, box: Any, settings: dict[str, float | str]) -> None:
     for name, value in settings.items():
         shown = browser.execute_script(SET_CONTROL, box, name, str(value))
-        assert float(shown) == float(value) if _numeric(value) else shown == value, name
-
-
-def _numeric(value: object) -> bool:
-    return isinstance(value, (int, float))
+        assert shown == value if isinstance(value, str) else float(shown) == value, name
 
 
 def _shown(browser: Any, box: Any) -> dict[str, str]:
@@ -142,8 +138,8 @@ def test_the_decay_widget_shows_the_packages_score_and_bound(
     browser: Any, server: str, key: str, log_base: float, d: int, peak: int, log_far: float, r: int
 ) -> None:
     box = _open(browser, server, "widget-ch04-decay")
-    settings = {"key": key, "log_base": log_base, "d": d, "peak": peak, "log_far": log_far}
-    _set(browser, box, settings | {"r": r})
+    settings: dict[str, float | str] = {"key": key, "log_base": log_base, "d": d}
+    _set(browser, box, settings | {"peak": peak, "log_far": log_far, "r": r})
     shown = _shown(browser, box)
     state = browser.execute_script(
         f"return window.ropeWidgets['{box.get_attribute('id')}'].state()"
@@ -212,8 +208,8 @@ def test_the_ladder_widget_counts_as_the_package_does(
     log2_context: float,
 ) -> None:
     box = _open(browser, server, "widget-ch05-ladder")
-    settings = {"mode": mode, "fraction": fraction, "log_base": log_base, "d": d}
-    _set(browser, box, settings | {"log2_context": log2_context})
+    settings: dict[str, float | str] = {"mode": mode, "fraction": fraction, "d": d}
+    _set(browser, box, settings | {"log_base": log_base, "log2_context": log2_context})
     shown = _shown(browser, box)
     expected = _ladder_values(mode, fraction, log_base, d, log2_context)
     for name in ("kept", "full", "critical"):
@@ -222,7 +218,7 @@ def test_the_ladder_widget_counts_as_the_package_does(
     _screenshot(box, "widget-ch05-ladder")
 
 
-METHODS = ("linear", "ntk", "dynamic", "yarn", "llama3")
+METHODS: tuple[ExtensionMethod, ...] = ("linear", "ntk", "dynamic", "yarn", "llama3")
 
 
 @pytest.mark.parametrize(
