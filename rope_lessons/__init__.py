@@ -15,6 +15,8 @@ Modules, in the order the course uses them:
 * :mod:`rope_lessons.general_solution`, :mod:`rope_lessons.layouts`,
   :mod:`rope_lessons.rope2d`, :mod:`rope_lessons.precision`: chapter 3's
   general solution, layout porting, 2D RoPE and precision measurements;
+* :mod:`rope_lessons.rope_check`: checks a reader's own RoPE function against
+  the reference and names its bug (chapter 3's exercises);
 * :mod:`rope_lessons.decay`: RoFormer's decay bound and its critique, measured (chapter 4);
 * :mod:`rope_lessons.spectrum`: pair norms, p-RoPE, partial rotary, ablations (chapter 5);
 * :mod:`rope_lessons.model`, :mod:`rope_lessons.training`,
@@ -40,6 +42,7 @@ from rope_lessons.attention import attention, rotate_inputs, rotate_output
 from rope_lessons.corpus import CharCorpus
 from rope_lessons.model import ModelConfig, TinyTransformer
 from rope_lessons.rope import Rope, apply_rope, frequencies, read_pairs, score_at_distance
+from rope_lessons.rope_check import check_rope
 from rope_lessons.runtime import setup
 from rope_lessons.training import evaluate, train
 
@@ -52,6 +55,7 @@ __all__ = [
     "TinyTransformer",
     "apply_rope",
     "attention",
+    "check_rope",
     "evaluate",
     "frequencies",
     "read_pairs",
