@@ -2,11 +2,12 @@
 """The course's commands. Each sets up what it needs, then runs.
 
     python3 tasks.py book        build the HTML book, executing every notebook
-    python3 tasks.py test        lint (ruff); then on two processes, longest first: nbval on
-                                 every notebook (the one execution: timed, budgets enforced,
-                                 outputs cached for the book), types (mypy), the side checks
-                                 of tests/side_checks.py, unit and property tests; then build
-                                 the book and test the site in Chromium
+    python3 tasks.py test        lint (ruff; actionlint on .github/workflows); then on two
+                                 processes, longest first: nbval on every notebook (the one
+                                 execution: timed, budgets enforced, outputs cached for the
+                                 book), types (mypy), the side checks of tests/side_checks.py,
+                                 unit and property tests; then build the book and test the
+                                 site in Chromium
     python3 tasks.py notebooks [PATH ...]
                                  re-execute notebooks in place (to refresh committed outputs)
     python3 tasks.py colab [PATH ...]
@@ -58,6 +59,9 @@ STAMP = VENV / ".rope-lessons-requirements.sha256"
 WEIGHTS_REQUIREMENTS = "requirements-weights.txt"
 NOTEBOOKS = ROOT / "notebooks"
 JUPYTER_CACHE = ROOT / "_build" / ".jupyter_cache"  # where the book build looks (_config.yml)
+# The GitHub Actions workflows (CI and the Pages deployment), linted by `test`.
+WORKFLOWS = ROOT / ".github" / "workflows"
+ACTIONLINT = BIN / ("actionlint.exe" if os.name == "nt" else "actionlint")
 # Chapter 9's model, dequantised once per run (rope_lessons.pretrained.model_cache_dir):
 # in _build, so that a fresh clone reads the GGUF file the first time, as a reader does.
 CI_ENV = {"ROPE_LESSONS_MODEL_CACHE": str(ROOT / "_build" / "model-cache")}
@@ -138,7 +142,8 @@ def test(_: list[str]) -> None:
     start = time.perf_counter()
     run(PYTHON, "-m", "ruff", "check", ".")
     run(PYTHON, "-m", "ruff", "format", "--check", ".")
-    took("ruff", start)
+    run(ACTIONLINT, *sorted(WORKFLOWS.glob("*.yml")))
+    took("ruff and actionlint", start)
     # One pool of two pytest-xdist workers, each single-threaded, keeps both cores busy
     # until the end: the notebooks (nbval: this run's one execution of each), the side
     # checks of tests/side_checks.py (mypy; the stored sweeps' prefixes under

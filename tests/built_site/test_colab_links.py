@@ -1,4 +1,4 @@
-"""The "open in Colab" button of every notebook page opens that notebook, on the book's branch."""
+"""The notebook buttons (Colab), and the repository and issue buttons of every page."""
 
 from __future__ import annotations
 
@@ -43,3 +43,11 @@ def test_every_notebook_of_the_repository_is_in_the_book() -> None:
     in_toc = set(notebook_toc_files())
     on_disk = {f"notebooks/{p.stem}" for p in (ROOT / "notebooks").glob("*.ipynb")}
     assert on_disk <= in_toc, on_disk - in_toc
+
+
+def test_every_page_links_to_the_repository_and_its_issues(site: Path) -> None:
+    """The repository and issue buttons open the repository that _config.yml names."""
+    url = config()["repository"]["url"]
+    for name in toc_files():
+        text = (site / f"{name}.html").read_text(encoding="utf-8")
+        assert f'href="{url}"' in text and f'href="{url}/issues/new?' in text, name
