@@ -345,7 +345,7 @@ def test_requantisation_noise_moves_the_loss_and_restores_it(
     model: pretrained.Pretrained, tokens: torch.Tensor
 ) -> None:
     intact = model.loss(tokens)
-    before = model.layers[0].self_attn.q_proj.weight.clone()
+    before = model.layers[0].self_attn.q_proj.weight.detach().clone()
     with model.requantisation_noise(0):
         noisy = model.loss(tokens)
         moved = model.layers[0].self_attn.q_proj.weight.detach() - before

@@ -199,7 +199,7 @@
   // A line chart: series = [{points: [[x, y], ...], cls}], axes linear or log.
   function chart(svg, series, opts) {
     while (svg.firstChild) svg.removeChild(svg.firstChild);
-    var W = 520, H = 220, left = 54, bottom = 28, top = 8, right = 10;
+    var W = 520, H = 220, left = 66, bottom = 28, top = 8, right = 10;
     svg.setAttribute("viewBox", "0 0 " + W + " " + H);
     var tx = opts.logX ? Math.log10 : function (v) { return v; };
     var ty = opts.logY ? Math.log10 : function (v) { return v; };
@@ -335,12 +335,16 @@
         return [a[0] * b[0] + a[1] * b[1], a[1] * b[0] - a[0] * b[1]];
       });
       var step = abelStep(h);
+      var distances = [r];  // a log grid, with the distance read and the peak on it
+      if (kind === "peaked" && peak >= 1 && peak <= far) distances.push(peak);
+      for (var j = 0; j <= 240; j++) distances.push(Math.round(Math.pow(far, j / 240)));
+      distances = distances.filter(function (v) { return v >= 1; })
+        .sort(function (a, b) { return a - b; });
       var points = [], bound = [];
-      for (var j = 0; j <= 240; j++) {
-        var dist = Math.round(Math.pow(far, j / 240));
+      distances.forEach(function (dist) {
         points.push([dist, scoreAtDistance(h, theta, dist)]);
         bound.push([dist, step * partialSums(theta, dist)]);
-      }
+      });
       var score = scoreAtDistance(h, theta, r), limit = step * partialSums(theta, r);
       c.log_base.shown.textContent = fmt(base);
       c.d.shown.textContent = d;
@@ -350,11 +354,16 @@
       out.score.textContent = fmt(score);
       out.bound.textContent = fmt(limit);
       out.score0.textContent = fmt(scoreAtDistance(h, theta, 0));
+      // The bound can stand far above every score: the chart stops at three times the
+      // largest score, and the bound runs off it there (the numbers are not clipped).
+      var cap = 3 * Math.max.apply(null, points.map(function (p) { return Math.abs(p[1]); }));
+      var capped = bound.map(function (p) { return [p[0], Math.min(p[1], cap)]; });
       chart(svg, [
-        { points: bound, cls: "rope-bound" },
-        { points: bound.map(function (p) { return [p[0], -p[1]]; }), cls: "rope-bound" },
+        { points: capped, cls: "rope-bound" },
+        { points: capped.map(function (p) { return [p[0], -p[1]]; }), cls: "rope-bound" },
         { points: points, cls: "rope-q" },
-      ], { logX: true, xLabel: "distance (log scale)" });
+        { points: [[Math.max(r, 1), score]], cls: "rope-read", dots: true },
+      ], { logX: true, xLabel: "distance (log scale); the dot: the distance read" });
       summary.textContent = "At distance " + r + " the score is " + fmt(score)
         + " and RoFormer's bound " + fmt(limit) + "; at distance 0 the score is "
         + fmt(scoreAtDistance(h, theta, 0)) + ".";

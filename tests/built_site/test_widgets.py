@@ -131,7 +131,7 @@ def test_the_pair_widget_shows_the_packages_angles_and_scores(
         ("ones", 4, 128, 100, 4, 100),
         ("random", 4, 64, 100, 3, 37),
         ("peaked", 4, 128, 500, 4, 500),
-        ("peaked", 5, 32, 1200, 4.5, 1190),
+        ("peaked", 5, 32, 1200, 4.5, 1200),
     ],
 )
 def test_the_decay_widget_shows_the_packages_score_and_bound(
