@@ -56,7 +56,8 @@ def test_frequency_analysis_stores_what_it_promises(
     tokens = held_out(COPY.data, COPY.train_len, device=CPU)()[0][:64]
     rope = model.config.rope
     assert rope is not None
-    q_shares, k_shares = pair_energy_shares(model.layer_qkv(tokens), rope)
+    with torch.no_grad():  # a reading of the trained model, not a step of training
+        q_shares, k_shares = pair_energy_shares(model.layer_qkv(tokens), rope)
     torch.testing.assert_close(shares_of(numbers, "q", 2, 2), q_shares)
     torch.testing.assert_close(shares_of(numbers, "k", 2, 2), k_shares)
     assert numbers["fast_share"] == pytest.approx(float(q_shares[..., fast].sum(-1).mean()))
