@@ -37,7 +37,6 @@ from rope_lessons.production import (
     uses_rope,
 )
 from rope_lessons.rope import Rope
-from rope_lessons.spectrum import turn_counts
 
 PUBLISHED_DIR = Path(__file__).resolve().parent / "data" / "published"
 # The models of chapter 10's tables, in their order: chapter 9's model, then one
@@ -146,8 +145,9 @@ class Reach:
             configuration has no extension (it states no other length).
         context: ``max_position_embeddings``.
         extension: the ``rope_type`` (``"default"`` without one).
-        full: kept pairs that turn fully within ``pretrained_length``; from pair
-            ``full`` on (the critical pair) they turn only partly.
+        full: kept pairs whose wavelength is at most ``pretrained_length`` (they
+            turn fully within it, as :func:`~rope_lessons.extension.critical_pair`
+            counts); from pair ``full`` on (the critical pair) they turn only partly.
         kept: pairs that rotate at all (p-RoPE stops the rest).
         safe_distance: the longest distance up to which the spec keeps every pair
             on angles the trained ladder met within ``pretrained_length``
@@ -227,10 +227,13 @@ def reach(config: Any) -> list[Reach]:
             safe = float(safe_distances(_turning(spec), _turning(trained), pretrained).min())
         else:
             trained, pretrained, safe = spec, context, math.inf
-        counts = turn_counts(trained, pretrained)
+        # chapter 8's critical pair: kept pairs with a wavelength up to the trained length
+        # turn fully (extension.critical_pair, for any ladder)
+        kept = trained.theta > 0  # (r/2,)
+        full = kept & (2.0 * math.pi / trained.theta <= pretrained)
         # DeepSeek-V4's compressed layers read the whole past through compressed keys
         local = None if kind in COMPRESSED_LAYER_TYPES else layer_local(config, i)
-        if extension not in EXTENSIONS and counts.partial:
+        if extension not in EXTENSIONS and bool((kept & ~full).any()):
             safe = float(pretrained - 1)  # unscaled: partly turning pairs leave their arc
         rows[kind] = Reach(
             layer_type=kind,
@@ -239,8 +242,8 @@ def reach(config: Any) -> list[Reach]:
             pretrained_length=pretrained,
             context=context,
             extension=extension,
-            full=counts.full,
-            kept=counts.kept,
+            full=int(full.sum()),
+            kept=int(kept.sum()),
             safe_distance=safe,
             reads=context - 1 if local is None else min(local.size, context) - 1,
         )
