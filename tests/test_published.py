@@ -49,7 +49,7 @@ def test_every_record_says_where_it_was_read_and_loads(name: str) -> None:
     assert record.source.get("url", "").startswith("https://")
     assert record.source.get("kind")
     raw = json.loads((PUBLISHED_DIR / f"{name}.json").read_text())
-    assert raw.get("read_with", "transformers 5.23.0") == "transformers 5.23.0"
+    assert raw["read_with"] == "transformers 5.23.0"
     provenance = (PUBLISHED_DIR / "PROVENANCE.md").read_text()
     assert f"## {name}.json: {record.model_id}" in provenance
     config = published_config(name)
