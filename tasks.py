@@ -248,16 +248,22 @@ COLAB_PACKAGES = (
 RUNNER_PACKAGES = ("ipykernel==7.4.0", "nbclient==0.11.0", "nbformat==5.11.1")
 
 
-def snapshot_repository(target: Path) -> Path:
-    """Commit the working tree (tracked and untracked files, not ignored ones) as
-    branch main of a new repository at ``target``: what Colab's pip would clone."""
+def repository_files() -> list[str]:
+    """The work tree's files as git sees them, tracked and untracked but not ignored
+    (paths relative to the repository; a tracked file deleted in the work tree too)."""
     listing = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
         cwd=ROOT,
         capture_output=True,
         check=True,
     ).stdout.decode()
-    for name in filter(None, listing.split("\0")):
+    return list(filter(None, listing.split("\0")))
+
+
+def snapshot_repository(target: Path) -> Path:
+    """Commit the working tree (tracked and untracked files, not ignored ones) as
+    branch main of a new repository at ``target``: what Colab's pip would clone."""
+    for name in repository_files():
         if (ROOT / name).is_file():  # a tracked file deleted in the work tree is skipped
             (target / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, target / name)

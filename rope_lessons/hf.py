@@ -34,7 +34,9 @@ Meta's original Llama) needs ``layout="interleaved"``.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+import warnings
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -76,6 +78,24 @@ _TYPE_FIELDS: dict[str, frozenset[str]] = {
     ),
     "proportional": frozenset({"factor"}),
 }
+
+
+@contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """Silence transformers' warnings and log messages while a configuration is built
+    (a tiny test configuration's token ids, or published values its validation
+    doubts, such as Llama 4 Scout's equal Llama 3 factors, which
+    :func:`~rope_lessons.extension.llama3_weight` reads as the step they are)."""
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        hf_logging.set_verbosity(level)
 
 
 def config_field(config: Any, name: str) -> Any:

@@ -19,14 +19,15 @@ Shapes: ``B`` batch, ``H`` heads, ``T`` positions, ``D`` head dimension.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import torch
 
 from rope_lessons.attention import attention
+from rope_lessons.hf import quiet_transformers
 from rope_lessons.mrope import apply_rope_nd, multimodal_frequencies
 from rope_lessons.production import (
     layer_local,
@@ -83,8 +84,17 @@ def _largest(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 def _result(
-    family: str, layer: str, ours: torch.Tensor, theirs: torch.Tensor, wrong: dict[str, Any]
+    family: str,
+    layer: str,
+    ours: torch.Tensor,
+    theirs: torch.Tensor,
+    wrong: dict[str, torch.Tensor],
+    project: Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> LayerCheck:
+    """Compare ours and each changed reading with theirs, after ``project`` (the
+    layer's output projection of the heads, for readings given as heads)."""
+    if project is not None:
+        ours, wrong = project(ours), {name: project(out) for name, out in wrong.items()}
     return LayerCheck(
         family=family,
         layer=layer,
@@ -95,8 +105,7 @@ def _result(
 
 
 def _quiet(make: Any, **fields: Any) -> Any:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+    with quiet_transformers():
         return make(**fields, attn_implementation="eager")
 
 
@@ -218,9 +227,10 @@ def _smollm3(layer_idx: int) -> LayerCheck:
     return _result(
         "smollm3",
         "RoPE layer" if spec else "NoPE layer",
-        _output(layer, ours),
+        ours,
         theirs,
-        {name: _output(layer, out) for name, out in wrong.items()},
+        wrong,
+        project=partial(_output, layer),
     )
 
 
@@ -252,13 +262,7 @@ def _llama4(layer_idx: int) -> LayerCheck:
         ours = attention(scaled, k, v, placement="nope", local=local)
         wrong = {"no temperature": attention(q, k, v, placement="nope")}
         name = "NoPE layer"
-    return _result(
-        "llama4_text",
-        name,
-        _output(layer, ours),
-        theirs,
-        {name: _output(layer, out) for name, out in wrong.items()},
-    )
+    return _result("llama4_text", name, ours, theirs, wrong, project=partial(_output, layer))
 
 
 def _gpt_oss(layer_idx: int) -> LayerCheck:
@@ -286,9 +290,10 @@ def _gpt_oss(layer_idx: int) -> LayerCheck:
     return _result(
         "gpt_oss",
         "sliding layer" if local else "full layer",
-        _output(layer, ours),
+        ours,
         theirs,
-        {name: _output(layer, out) for name, out in wrong.items()},
+        wrong,
+        project=partial(_output, layer),
     )
 
 
@@ -335,9 +340,10 @@ def _gemma4(layer_idx: int) -> LayerCheck:
     return _result(
         "gemma4_text",
         "sliding layer" if local else "full layer, K = V",
-        _output(layer, ours),
+        ours,
         theirs,
-        {name: _output(layer, out) for name, out in wrong.items()},
+        wrong,
+        project=partial(_output, layer),
     )
 
 
@@ -382,13 +388,7 @@ def _deepseek_v4(layer_idx: int) -> LayerCheck:
             q, kv, kv, placement=placement, rope=spec.with_layout("half"), local=local, sinks=sinks
         ),
     }
-    return _result(
-        "deepseek_v4",
-        "sliding layer, K = V",
-        project(ours),
-        theirs,
-        {name: project(out) for name, out in wrong.items()},
-    )
+    return _result("deepseek_v4", "sliding layer, K = V", ours, theirs, wrong, project=project)
 
 
 def _glm4(layer_idx: int) -> LayerCheck:
@@ -408,11 +408,7 @@ def _glm4(layer_idx: int) -> LayerCheck:
         "the whole head turning": attention(q, k, v, rope=whole),
     }
     return _result(
-        "glm4",
-        "leading half, interleaved",
-        _output(layer, ours),
-        theirs,
-        {name: _output(layer, out) for name, out in wrong.items()},
+        "glm4", "leading half, interleaved", ours, theirs, wrong, project=partial(_output, layer)
     )
 
 

@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import json
 import math
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rope_lessons.extension import safe_distances
-from rope_lessons.hf import config_field, hf_rope_parameters, rope_from_hf
+from rope_lessons.hf import config_field, hf_rope_parameters, quiet_transformers, rope_from_hf
 from rope_lessons.production import (
     COMPRESSED_LAYER_TYPES,
     LAYOUTS,
@@ -119,17 +118,10 @@ def published_config(name: str) -> Any:
     ``config.json``. Needs transformers 5.
     """
     from transformers import AutoConfig
-    from transformers.utils import logging as hf_logging
 
     record = load_published(name)
-    level = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()  # e.g. Llama 4 Scout's equal llama3 factors, meant
-    try:  # (Meta's published step, see extension.llama3_weight), draw a warning
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return AutoConfig.for_model(record.model_type, **record.fields)
-    finally:
-        hf_logging.set_verbosity(level)
+    with quiet_transformers():
+        return AutoConfig.for_model(record.model_type, **record.fields)
 
 
 @dataclass(frozen=True)

@@ -105,7 +105,8 @@ def run_notebook(path: Path, content: Path) -> float:
     """Execute one notebook as Colab would; return its wall time in seconds.
 
     Colab's packages must be unchanged afterwards, except WEIGHTS_UPGRADES in a
-    notebook that loads the model, where transformers must be TRANSFORMERS_PIN.
+    notebook that loads the model or runs transformers' layers, where transformers
+    must be TRANSFORMERS_PIN.
     """
     notebook = nbformat.read(path, as_version=4)
     code_cells = [c for c in notebook.cells if c.cell_type == "code"]
@@ -119,7 +120,7 @@ def run_notebook(path: Path, content: Path) -> float:
         raise SystemExit(
             f"{path}: runs transformers' layers; its second cell is not TRANSFORMERS_CELL"
         )
-    loads = loads or layers  # either may upgrade transformers, to the same pin
+    upgrades = loads or layers  # either second cell may upgrade transformers, to one pin
     before = versions()
     notebook.cells.insert(0, nbformat.v4.new_code_cell(IMPORT_COLAB))
     notebook.cells.append(nbformat.v4.new_code_cell(CHECK_INSTALL))
@@ -133,9 +134,9 @@ def run_notebook(path: Path, content: Path) -> float:
     after = versions()
     changed = sorted(name for name in COLAB_SHIPS if after[name] != before[name])
     changes = ", ".join(f"{name} {before[name]} -> {after[name]}" for name in changed)
-    if set(changed) - (WEIGHTS_UPGRADES if loads else set()):
+    if set(changed) - (WEIGHTS_UPGRADES if upgrades else set()):
         raise SystemExit(f"{path}: installing the course changed Colab's packages: {changes}")
-    if loads and after["transformers"] != TRANSFORMERS_PIN:
+    if upgrades and after["transformers"] != TRANSFORMERS_PIN:
         raise SystemExit(
             f"{path}: after its second cell transformers is {after['transformers']}, "
             f"not {TRANSFORMERS_PIN}"

@@ -226,16 +226,10 @@ def test_the_forks_command_rewrites_every_file_that_names_the_repository() -> No
     sed, option, _, *patterns = shlex.split(command)
     assert (sed, option) == ("sed", "-i")
     rewritten = {p.relative_to(ROOT).as_posix() for pat in patterns for p in ROOT.glob(pat)}
-    listing = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT,
-        capture_output=True,
-        check=True,
-    ).stdout.decode()
     owner, name = _owner_and_name()
     naming = {
         path
-        for path in filter(None, listing.split("\0"))
+        for path in TASKS.repository_files()
         if (ROOT / path).is_file() and f"{owner}/{name}".encode() in (ROOT / path).read_bytes()
     }
     assert naming - {"README.md"} <= rewritten, naming - {"README.md"} - rewritten
