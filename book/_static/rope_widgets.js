@@ -452,6 +452,9 @@
   // Chapter 8: each extension method's division factor per pair.
   var METHODS = [["linear", "PI"], ["ntk", "NTK-aware"], ["dynamic", "dynamic NTK"],
     ["yarn", "YaRN"], ["llama3", "Llama 3"]];
+  // The pairs whose factors the table prints.
+  function probesOf(d) { return [0, d / 8, d / 4, 3 * d / 8, d / 2 - 1]; }
+
   WIDGETS.extension = function (box, id) {
     var c = {}, rowsFor = 0;
     var update = function () {
@@ -460,12 +463,11 @@
       var base = Math.pow(10, +c.log_base.input.value), L = +c.original.input.value;
       var alpha = +c.alpha.input.value, length = Math.round(+c.length.input.value * L);
       var theta = frequencies(d, base), series = [];
-      var probes = [0, d / 8, d / 4, 3 * d / 8, d / 2 - 1];
       METHODS.forEach(function (method, i) {
         var scaled = scaledFrequencies(method[0], d, base, s, L, alpha, length);
         var ratio = theta.map(function (t, k) { return t / scaled[k]; });
         series.push({ points: ratio.map(function (v, k) { return [k, v]; }), cls: "rope-m" + i });
-        probes.forEach(function (k) {
+        probesOf(d).forEach(function (k) {
           out[method[0] + "_" + k].textContent = fmt(ratio[k]);
         });
       });
@@ -502,7 +504,6 @@
     var head = el("tr");
     head.appendChild(el("th", {}, "θ / θ′ at pair"));
     var out = {};
-    var probesOf = function (d) { return [0, d / 8, d / 4, 3 * d / 8, d / 2 - 1]; };
     ["0", "d/8", "d/4", "3d/8", "d/2 − 1"].forEach(function (name) {
       head.appendChild(el("th", {}, name));
     });
