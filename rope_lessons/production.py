@@ -24,10 +24,16 @@ layers of the pinned transformers):
   quarter of the full head's pairs turn, the rest stand still), not HF
   partial rotary; its full layers may also read their values from the key
   projection (``attention_k_eq_v``), normed but not rotated;
-- DeepSeek-V4's sliding layers are VO-RoPE (:func:`layer_placement`
-  ``"qkvo"``): one projection serves as key and value, the trailing slice of
-  each head turns in the interleaved layout, and the output turns back at the
-  query's position; its learned sinks are gpt-oss's;
+- DeepSeek-V4's layers are VO-RoPE (:func:`layer_placement` ``"qkvo"``):
+  one projection serves as key and value, the trailing slice of each head
+  turns in the interleaved layout, and the output turns back at the query's
+  position; its learned sinks are gpt-oss's. Its compressed layers add one
+  entry per :func:`compress_rate` positions of the past, turned at the first
+  position of its block (:func:`compressed_positions`) with their own ladder;
+  :func:`compressed_features` counts what they keep;
+- DeepSeek-V3's MLA turns a part of each head that its configuration sizes
+  apart (:data:`DECOUPLED`) and multiplies its softmax scale by
+  :func:`mla_softmax_scale`;
 - Qwen3.5 turns the leading quarter of each head (HF partial rotary) with
   multimodal RoPE: :func:`mrope_sections` gives its pairs per axis, assigned
   in turn to time, height and width (:mod:`rope_lessons.mrope`); text tokens
@@ -48,6 +54,7 @@ Shapes: ``B`` batch, ``H`` heads, ``T`` positions, ``D`` head dimension.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -94,7 +101,8 @@ MROPE_ASSIGNMENTS: dict[str, Assignment] = {
 ROTARY_SLICES: dict[str, RotarySlice] = {"deepseek_v4": "trailing"}
 # Layer types that are recurrent (linear attention), not softmax attention over positions.
 LINEAR_LAYER_TYPES: frozenset[str] = frozenset({"linear_attention"})
-# DeepSeek-V4's layers whose window is joined by compressed keys of the whole past.
+# DeepSeek-V4's layers whose window is joined by compressed entries of the past: one per
+# compress_rates[type] positions; CSA reads the indexer's top index_topk of them, HCA all.
 COMPRESSED_LAYER_TYPES: frozenset[str] = frozenset(
     {"compressed_sparse_attention", "heavily_compressed_attention"}
 )
@@ -161,8 +169,8 @@ def layer_local(config: Any, layer_idx: int) -> Local | None:
     every earlier key.
     """
     kind = layer_type(config, layer_idx)
-    if kind in COMPRESSED_LAYER_TYPES:  # a window plus compressed entries of the whole past
-        raise ValueError(f"DeepSeek-V4's {kind!r} layers add compressed keys: not read here")
+    if kind in COMPRESSED_LAYER_TYPES:  # a window plus compressed entries of the past
+        raise ValueError(f"DeepSeek-V4's {kind!r} layers add compressed entries: not read here")
     if kind == "sliding_attention":
         if config_field(config, "use_sliding_window") is False:
             return None
@@ -239,6 +247,67 @@ def layer_placement(config: Any, layer_idx: int) -> Placement:
     if not uses_rope(config, layer_idx):
         return "nope"
     return "qkvo" if _model_type(config) == "deepseek_v4" else "qk"
+
+
+def compress_rate(config: Any, layer_idx: int) -> int:
+    """How many positions DeepSeek-V4 pools into one compressed entry in layer
+    ``layer_idx`` (``compress_rates`` of its layer type: 4 in the CSA layers, 128 in
+    the HCA layers of V4-Flash).
+
+    Raises:
+        ValueError: for a layer that is not one of :data:`COMPRESSED_LAYER_TYPES`.
+    """
+    kind = layer_type(config, layer_idx)
+    if kind not in COMPRESSED_LAYER_TYPES:
+        raise ValueError(f"layer {layer_idx} is {kind}: it keeps no compressed entries")
+    return int(config_field(config, "compress_rates")[kind])
+
+
+def compressed_positions(config: Any, layer_idx: int, length: int) -> torch.Tensor:
+    """The positions at which DeepSeek-V4's compressed entries of layer ``layer_idx`` turn,
+    for a sequence of ``length`` positions: entry ``w`` pools positions ``w r .. w r + r - 1``
+    (``r``: :func:`compress_rate`) and turns at the first of them, ``w r``, with the
+    compressed layers' ladder. Only complete blocks make an entry.
+
+    Returns:
+        int64 ``(length // r,)``.
+    """
+    rate = compress_rate(config, layer_idx)
+    return torch.arange(length // rate) * rate
+
+
+def compressed_features(config: Any, layer_idx: int) -> float:
+    """Numbers per position of the whole past that a DeepSeek-V4 layer keeps in compressed
+    entries, beside the full entries of its window: one ``head_dim`` entry per
+    :func:`compress_rate` positions, and in the CSA layers one indexer key of
+    ``index_head_dim`` per entry as well; 0 for a layer without compression."""
+    kind = layer_type(config, layer_idx)
+    if kind not in COMPRESSED_LAYER_TYPES:
+        return 0.0
+    width = int(config_field(config, "head_dim"))
+    if kind == "compressed_sparse_attention":  # the indexer keeps its own compressed keys
+        width += int(config_field(config, "index_head_dim"))
+    return width / compress_rate(config, layer_idx)
+
+
+def mla_softmax_scale(config: Any) -> float:
+    r"""The factor by which DeepSeek-V3's MLA multiplies its softmax scale
+    :math:`1/\sqrt{D}`: :math:`(0.1\,\text{mscale\_all\_dim} \ln s + 1)^2` for a YaRN
+    factor :math:`s > 1` (transformers' ``yarn_apply_mscale``), 1 without an extension or
+    without ``mscale_all_dim``.
+
+    It scales every logit, the features that never turn and the rotating ones alike;
+    YaRN's attention factor (:func:`~rope_lessons.extension.yarn_attention_factor`)
+    scales only the rotated queries and keys, and with ``mscale`` equal to
+    ``mscale_all_dim`` it is 1. DeepSeek-V3's published 40 and 1.0 give 1.874.
+    """
+    parameters = hf_rope_parameters(config)
+    mscale_all_dim = parameters.get("mscale_all_dim") or 0.0
+    if parameters.get("rope_type", "default") == "default" or not mscale_all_dim:
+        return 1.0
+    factor = float(parameters["factor"])
+    mscale = 1.0 if factor <= 1.0 else 0.1 * float(mscale_all_dim) * math.log(factor) + 1.0
+    return mscale * mscale
 
 
 def nope_temperature(
@@ -329,6 +398,16 @@ def _rope_words(config: Any, layer_idx: int, spec: Rope) -> str:
     return words + _rotary_part(spec) + ("" if spec.partial else f", head {spec.dim}")
 
 
+def _compressed_words(config: Any, layers: list[int]) -> str:
+    """DeepSeek-V4's layers of one compressed type in words: how many, one entry per how
+    many positions, and which entries a query reads."""
+    rate = compress_rate(config, layers[0])
+    if layer_type(config, layers[0]) == "compressed_sparse_attention":
+        top = int(config_field(config, "index_topk"))
+        return f"{len(layers)} CSA: 1 entry per {rate} positions, an indexer's top {top} read"
+    return f"{len(layers)} HCA: 1 entry per {rate} positions, all read"
+
+
 def _first(layers: list[int], shown: int = 4) -> str:
     """``[3, 7, 11, 15, ...]``: the first few layer indices."""
     return str(layers[:shown])[:-1] + (", ...]" if len(layers) > shown else "]")
@@ -343,8 +422,9 @@ def design_row(config: Any) -> dict[str, str]:
 
     Returns:
         ``{"model", "layout", "RoPE", "NoPE layers", "linear-attention layers",
-        "local layers", "placement", "QK norm", "sinks", "multimodal"}``, each a
-        short string.
+        "local layers", "placement", "QK norm", "sinks", "multimodal RoPE"}``, each
+        a short string ("multimodal RoPE" is "none" for a ladder of one axis, also in
+        a model that reads images).
     """
     model_type = _model_type(config)
     count = _layer_count(config)
@@ -364,11 +444,11 @@ def design_row(config: Any) -> dict[str, str]:
     compressed = [i for i in range(count) if layer_type(config, i) in COMPRESSED_LAYER_TYPES]
     plain = [i for i in range(count) if i not in compressed]
     windows = [local for i in plain if (local := layer_local(config, i)) is not None]
-    if compressed:  # DeepSeek-V4: every layer keeps a window; some add the compressed past
+    if compressed:  # DeepSeek-V4: every layer keeps a window; some add compressed entries
         window = int(config_field(config, "sliding_window"))
-        local_words = (
-            f"{count} of {count}: window of {window}, {len(compressed)} of them with "
-            "compressed keys of the whole past"
+        local_words = f"{count} of {count}: window of {window}; " + "; ".join(
+            _compressed_words(config, [i for i in compressed if layer_type(config, i) == kind])
+            for kind in sorted({layer_type(config, i) for i in compressed})  # CSA, HCA
         )
     elif windows:
         shapes = sorted({(local.kind, local.size) for local in windows})
@@ -393,7 +473,9 @@ def design_row(config: Any) -> dict[str, str]:
         "placement": placement,
         "QK norm": QK_NORMS.get(model_type, "not recorded"),
         "sinks": "learned, one per head" if model_type in SINKS else "none",
-        "multimodal": "none" if sections is None else f"{sections[1]} sections {sections[0]}",
+        "multimodal RoPE": (
+            "none" if sections is None else f"{sections[1]} sections {sections[0]}"
+        ),
     }
 
 
@@ -401,7 +483,7 @@ def design_row(config: Any) -> dict[str, str]:
 DESIGN_COLUMNS: dict[str, list[str]] = {
     "rotation": ["layout", "RoPE", "placement"],
     "layers": ["NoPE layers", "linear-attention layers", "local layers"],
-    "around": ["QK norm", "sinks", "multimodal"],
+    "around": ["QK norm", "sinks", "multimodal RoPE"],
 }
 
 
@@ -434,7 +516,10 @@ def cached_features(config: Any, layer_idx: int) -> int:
     """Numbers a layer keeps in its cache per position: keys and values of its
     key-value heads, or one tensor where one projection is key and value.
 
-    DeepSeek-V4 caches one head of ``head_dim`` (K = V); Gemma 4's full layers
+    A sliding layer keeps them only for the positions of its window. DeepSeek-V4
+    caches one head of ``head_dim`` (K = V), in every layer only for its window
+    (transformers keeps the last ``sliding_window - 1`` positions); its compressed
+    layers keep the rest of the past as :func:`compressed_features`. Gemma 4's full layers
     with ``attention_k_eq_v`` cache ``num_global_key_value_heads`` heads of
     ``global_head_dim`` once; everyone else ``2 * num_key_value_heads * head_dim``.
     MLA (DeepSeek-V3) caches its compressed latent and the shared RoPE key:

@@ -26,14 +26,18 @@ from typing import Any
 
 import torch
 
-from rope_lessons.attention import attention
+from rope_lessons.attention import Local, Placement, attention, rotate_inputs
+from rope_lessons.extension import yarn_attention_factor
 from rope_lessons.hf import quiet_transformers
 from rope_lessons.mrope import apply_rope_nd, multimodal_frequencies
 from rope_lessons.production import (
+    compress_rate,
+    compressed_positions,
     layer_local,
     layer_placement,
     layer_rope,
     layer_type,
+    mla_softmax_scale,
     mrope_sections,
     nope_temperature,
     qk_rms_norm,
@@ -131,6 +135,13 @@ def tiny_config(model_type: str) -> Any:
             intermediate_size=64, intermediate_size_mlp=64, max_position_embeddings=64,
             attention_chunk_size=4,  # chunks of 4 in the RoPE layers
             floor_scale=3,  # the NoPE layers' temperature steps up at positions 2, 5, 8
+            # Scout's published step (Llama 3's rule with equal factors, by 16), at a base
+            # and trained length small enough that it turns 3 of the 4 pairs within a chunk
+            rope_parameters={
+                "rope_type": "llama3", "rope_theta": 100.0, "factor": 16.0,
+                "low_freq_factor": 1.0, "high_freq_factor": 1.0,
+                "original_max_position_embeddings": 8,
+            },
         ),
         "gpt_oss": lambda: _quiet(
             transformers.GptOssConfig, **grouped, head_dim=HEAD_DIM, num_hidden_layers=2,
@@ -147,10 +158,34 @@ def tiny_config(model_type: str) -> Any:
         "deepseek_v4": lambda: _quiet(
             transformers.DeepseekV4Config, **common, head_dim=2 * HEAD_DIM,
             qk_rope_head_dim=HEAD_DIM,  # [nope | rope]: the trailing half of each head turns
-            q_lora_rank=16, o_groups=2, o_lora_rank=8, num_hidden_layers=2,
-            layer_types=["sliding_attention"] * 2, sliding_window=4, vocab_size=64,
+            q_lora_rank=16, o_groups=2, o_lora_rank=8, num_hidden_layers=3,
+            layer_types=[
+                "sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention",
+            ],
+            # one compressed entry per 2 positions (CSA) and per 4 (HCA); the indexer picks 2
+            compress_rates={"compressed_sparse_attention": 2, "heavily_compressed_attention": 4},
+            index_topk=2, sliding_window=4, vocab_size=64,
             moe_intermediate_size=16, n_routed_experts=2, num_experts_per_tok=1,
             index_n_heads=2, index_head_dim=8,
+            # the compressed layers' YaRN, as published (legacy names), at a small base and length
+            compress_rope_theta=100.0,
+            rope_scaling={
+                "type": "yarn", "factor": 4.0, "original_max_position_embeddings": 8,
+                "beta_fast": 32, "beta_slow": 1,
+            },
+        ),
+        "deepseek_v3": lambda: _quiet(
+            transformers.DeepseekV3Config, **common, num_key_value_heads=HEADS,
+            q_lora_rank=16, kv_lora_rank=16, v_head_dim=HEAD_DIM,
+            qk_nope_head_dim=HEAD_DIM, qk_rope_head_dim=HEAD_DIM,  # 8 turn beside 8 that do not
+            num_hidden_layers=1, intermediate_size=64, moe_intermediate_size=16,
+            n_routed_experts=2, num_experts_per_tok=1, vocab_size=64, max_position_embeddings=64,
+            # YaRN with DeepSeek's mscale and mscale_all_dim, at a small base and length
+            rope_parameters={
+                "rope_type": "yarn", "rope_theta": 100.0, "factor": 4.0,
+                "original_max_position_embeddings": 8, "beta_fast": 32, "beta_slow": 1,
+                "mscale": 1.0, "mscale_all_dim": 1.0,
+            },
         ),
         "glm4": lambda: _quiet(
             transformers.Glm4Config, **grouped, head_dim=HEAD_DIM, num_hidden_layers=2,
@@ -249,9 +284,13 @@ def _llama4(layer_idx: int) -> LayerCheck:
     if spec is not None:  # QK norm; a rotation keeps the norm, so before RoPE is the same
         q, k = qk_rms_norm(q, config.rms_norm_eps), qk_rms_norm(k, config.rms_norm_eps)
         ours = attention(q, k, v, rope=spec, local=local)
+        base = float(config.rope_parameters["rope_theta"])
         wrong = {
             "half layout": attention(q, k, v, rope=spec.with_layout("half"), local=local),
             "no chunks": attention(q, k, v, rope=spec),
+            "without Llama 3's step": attention(
+                q, k, v, rope=Rope(spec.dim, base, "interleaved"), local=local
+            ),
         }
         name = "chunked RoPE layer"
     else:
@@ -391,6 +430,149 @@ def _deepseek_v4(layer_idx: int) -> LayerCheck:
     return _result("deepseek_v4", "sliding layer, K = V", ours, theirs, wrong, project=project)
 
 
+class _Unturned(torch.nn.Module):
+    """A rotary embedding that turns nothing (cosines 1, sines 0): put in place of a
+    DeepSeek-V4 compressor's own, it returns the compressed entries before RoPE."""
+
+    def __init__(self, pairs: int) -> None:
+        super().__init__()
+        self.pairs = pairs
+
+    def forward(
+        self, x: torch.Tensor, position_ids: torch.Tensor, layer_type: str | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        shape = (*position_ids.shape, self.pairs)
+        return torch.ones(shape, dtype=x.dtype), torch.zeros(shape, dtype=x.dtype)
+
+
+def _deepseek_v4_compressed(layer_idx: int) -> LayerCheck:
+    """A compressed layer (CSA or HCA): the window's keys and the compressed entries,
+    one key-value tensor turned by the compressed ladder, the output turned back.
+
+    What is not RoPE is taken from transformers' own modules: the pooling of each
+    block of positions into an entry (the compressor, run with its rotation switched
+    off) and which entries each query may read (causal blocks, and in CSA the
+    indexer's top-k). The course turns every entry at its block's first position."""
+    from transformers.masking_utils import create_sliding_window_causal_mask
+    from transformers.models.deepseek_v4.modeling_deepseek_v4 import (
+        DeepseekV4Attention,
+        DeepseekV4RotaryEmbedding,
+    )
+
+    config = tiny_config("deepseek_v4")
+    layer = DeepseekV4Attention(config, layer_idx=layer_idx).eval()
+    torch.nn.init.normal_(layer.sinks, std=2.0)
+    compressor: Any = layer.compressor  # the CSA or HCA compressor
+    for module in compressor.modules():  # transformers leaves the position biases to init
+        bias = getattr(module, "position_bias", None)
+        if isinstance(bias, torch.nn.Parameter):
+            torch.nn.init.normal_(bias, std=1.0)
+    hidden = torch.randn(B, T, HIDDEN)
+    positions = torch.arange(T).expand(B, T)
+    mask = create_sliding_window_causal_mask(
+        config=config, inputs_embeds=hidden, attention_mask=None,
+        past_key_values=None, position_ids=positions,
+    )  # fmt: skip
+    rotary = DeepseekV4RotaryEmbedding(config)
+    embeddings = {kind: rotary(hidden, positions, kind) for kind in ("main", "compress")}
+    theirs, _ = layer(hidden, embeddings, positions, mask)
+
+    spec = layer_rope(config, layer_idx)
+    assert spec is not None
+    dim, kind = spec.dim, layer_type(config, layer_idx)
+    rate = compress_rate(config, layer_idx)
+    q_residual = layer.q_a_norm(layer.q_a_proj(hidden))
+    q = layer.q_b_norm(layer.q_b_proj(q_residual).view(B, T, -1, dim).transpose(1, 2))
+    kv = layer.kv_norm(layer.kv_proj(hidden)).view(B, T, 1, dim).transpose(1, 2)  # K = V
+    turning, compressor.rotary_emb = compressor.rotary_emb, _Unturned(spec.rotary_dim // 2)
+    try:  # the entries before RoPE (B, 1, W, D), and which a query reads (B, 1, T, W)
+        entries, readable = compressor(hidden, q_residual, positions, None, layer_idx)
+    finally:
+        compressor.rotary_emb = turning
+    keys = torch.cat((kv, entries), dim=2)  # K = V: the window's T, then the W entries
+    window = (
+        Local(int(config.sliding_window)).allows(torch.arange(T)[:, None], torch.arange(T)[None, :])
+        & torch.ones(T, T, dtype=torch.bool).tril()
+    )
+    visible = torch.cat((window.expand(B, 1, T, T), readable == 0), dim=-1)
+    starts = compressed_positions(config, layer_idx, T)  # (W,): each block's first position
+
+    def read(rope: Rope, at: torch.Tensor, placement: Placement = "qkvo") -> torch.Tensor:
+        return attention(
+            q, keys, keys, placement=placement, rope=rope, causal=False,
+            q_positions=torch.arange(T), k_positions=torch.cat((torch.arange(T), at)),
+            attn_mask=visible, sinks=layer.sinks,
+        )  # fmt: skip
+
+    ours = read(spec, starts)
+    main = layer_rope(config, 0)  # the sliding layers' ladder: base 10^4, no YaRN
+    assert main is not None and layer_type(config, 0) == "sliding_attention"
+    factor = float(config.rope_parameters["compress"]["factor"])
+    yarn_factor = Rope.from_theta(  # 0.1 ln s + 1, which transformers sets to 1 here
+        spec.theta, spec.layout, attention_factor=yarn_attention_factor(factor),
+        head_dim=dim, rotary_slice=spec.rotary_slice,
+    )  # fmt: skip
+    wrong = {
+        "at each block's last position": read(spec, starts + rate - 1),
+        "the sliding layers' ladder": read(main, starts),
+        "YaRN's attention factor": read(yarn_factor, starts),
+        "output not turned back": read(spec, starts, "qkv"),
+    }
+
+    def project(out: torch.Tensor) -> torch.Tensor:  # (B, H, T, D) -> (B, T, hidden)
+        grouped = out.transpose(1, 2).reshape(B, T, config.o_groups, -1)
+        projected: torch.Tensor = layer.o_b_proj(layer.o_a_proj(grouped).flatten(2))
+        return projected
+
+    name = {"compressed_sparse_attention": "CSA", "heavily_compressed_attention": "HCA"}[kind]
+    return _result(
+        "deepseek_v4", f"{name} layer, 1 entry per {rate}", ours, theirs, wrong, project=project
+    )
+
+
+def _deepseek_v3(layer_idx: int) -> LayerCheck:
+    """MLA: per head, features from the latent that never turn beside a rotating part
+    whose key is one per position, shared by every head; the softmax scale multiplied
+    by DeepSeek's ``mscale`` squared."""
+    from transformers.models.deepseek_v3.modeling_deepseek_v3 import (
+        DeepseekV3Attention,
+        DeepseekV3RotaryEmbedding,
+    )
+
+    config = tiny_config("deepseek_v3")
+    layer: Any = DeepseekV3Attention(config, layer_idx=layer_idx).eval()  # q_lora_rank set
+    hidden, positions, mask = _hidden_and_mask(config, layer_idx)
+    theirs, _ = layer(hidden, DeepseekV3RotaryEmbedding(config)(hidden, positions), mask)
+    spec = layer_rope(config, layer_idx)  # the rotating part alone
+    assert spec is not None
+    unrotated, rotating = config.qk_nope_head_dim, config.qk_rope_head_dim
+    query = layer.q_b_proj(layer.q_a_layernorm(layer.q_a_proj(hidden)))
+    q_pass, q_rot = query.view(B, T, HEADS, -1).transpose(1, 2).split([unrotated, rotating], -1)
+    latent, k_rot = layer.kv_a_proj_with_mqa(hidden).split([config.kv_lora_rank, rotating], -1)
+    expanded = layer.kv_b_proj(layer.kv_a_layernorm(latent)).view(B, T, HEADS, -1).transpose(1, 2)
+    k_pass, v = expanded.split([unrotated, config.v_head_dim], -1)
+    k_rot = k_rot.view(B, 1, T, rotating)  # one rotating key per position, for every head
+    scale = mla_softmax_scale(config)
+
+    def read(rope: Rope, softmax_scale: float) -> torch.Tensor:
+        q_turned, k_turned, _ = rotate_inputs(q_rot, k_rot, k_rot, rope=rope)
+        q = torch.cat((q_pass, q_turned), -1) * softmax_scale  # attention divides by sqrt(D)
+        k = torch.cat((k_pass, k_turned.expand(B, HEADS, T, rotating)), -1)
+        return attention(q, k, v, placement="nope")  # turned already
+
+    as_yarn_factor = Rope.from_theta(spec.theta, spec.layout, attention_factor=scale**0.5)
+    wrong = {
+        "without mscale squared": read(spec, 1.0),
+        "mscale on the rotating part only": read(as_yarn_factor, 1.0),
+        "half layout": read(spec.with_layout("half"), scale),
+        "no YaRN": read(Rope(rotating, float(config.rope_parameters["rope_theta"])), scale),
+    }
+    return _result(
+        "deepseek_v3", "MLA, decoupled RoPE", read(spec, scale), theirs, wrong,
+        project=partial(_output, layer),
+    )  # fmt: skip
+
+
 def _glm4(layer_idx: int) -> LayerCheck:
     from transformers.models.glm4.modeling_glm4 import Glm4Attention, Glm4RotaryEmbedding
 
@@ -480,6 +662,9 @@ CHECKS: tuple[tuple[str, int, Callable[[int], LayerCheck]], ...] = (
     ("gemma4_text", 0, _gemma4),
     ("gemma4_text", 1, _gemma4),
     ("deepseek_v4", 0, _deepseek_v4),
+    ("deepseek_v4", 1, _deepseek_v4_compressed),
+    ("deepseek_v4", 2, _deepseek_v4_compressed),
+    ("deepseek_v3", 0, _deepseek_v3),
     ("glm4", 0, _glm4),
     ("qwen3_5_text", 3, _qwen3_5),
 )

@@ -12,16 +12,21 @@ check what :mod:`rope_lessons.production` reads from each family's configuration
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
 from rope_lessons.attention import Local
 from rope_lessons.production import (
+    compress_rate,
+    compressed_positions,
     design_row,
     layer_local,
     layer_placement,
     layer_rope,
     layer_type,
+    mla_softmax_scale,
     mrope_sections,
     nope_temperature,
     qk_rms_norm,
@@ -141,6 +146,35 @@ def test_deepseek_v4_is_vo_rope_on_a_trailing_interleaved_slice() -> None:
     )
 
 
+def test_deepseek_v4_compressed_entries_turn_at_their_blocks_first_position() -> None:
+    config = tiny_config("deepseek_v4")
+    assert [compress_rate(config, i) for i in (1, 2)] == [2, 4]
+    assert compressed_positions(config, 2, 11).tolist() == [0, 4]  # complete blocks only
+    assert compressed_positions(config, 1, 11).tolist() == [0, 2, 4, 6, 8]
+    with pytest.raises(ValueError, match="keeps no compressed entries"):
+        compress_rate(config, 0)
+    # the compressed layers' YaRN with the attention factor transformers sets to 1
+    compressed = layer_rope(config, 1)
+    assert compressed is not None and compressed.attention_factor == 1.0
+    assert compressed.rotary_slice == "trailing" and compressed != layer_rope(config, 0)
+
+
+def test_mla_multiplies_its_softmax_scale_by_mscale_squared() -> None:
+    mscale = 0.1 * math.log(4.0) + 1.0  # the tiny configuration's factor 4, mscale_all_dim 1
+    assert mla_softmax_scale(tiny_config("deepseek_v3")) == pytest.approx(mscale**2)
+    published = {
+        "model_type": "deepseek_v3",
+        "rope_parameters": {
+            "rope_type": "yarn",
+            "rope_theta": 1e4,
+            "factor": 40.0,
+            "mscale_all_dim": 1.0,
+        },
+    }
+    assert round(mla_softmax_scale(published), 3) == 1.874  # DeepSeek-V3's
+    assert mla_softmax_scale({"model_type": "deepseek_v3", "rope_theta": 1e4}) == 1.0
+
+
 def test_qwen3_5_turns_a_quarter_of_each_head_with_interleaved_mrope() -> None:
     config = tiny_config("qwen3_5_text")
     spec = layer_rope(config, 3)
@@ -162,7 +196,12 @@ def test_the_design_table_says_what_each_family_does_differently() -> None:
     assert "trailing 8 of 16 features" in rows["deepseek_v4"]["RoPE"]
     assert rows["deepseek_v4"]["placement"].startswith("qkvo")
     assert rows["qwen3_5_text"]["linear-attention layers"] == "3 of 4"
-    assert rows["qwen3_5_text"]["multimodal"] == "interleaved sections [6, 5, 5]"
+    assert rows["qwen3_5_text"]["multimodal RoPE"] == "interleaved sections [6, 5, 5]"
+    assert rows["deepseek_v4"]["local layers"] == (
+        "3 of 3: window of 4; 1 CSA: 1 entry per 2 positions, an indexer's top 2 read;"
+        " 1 HCA: 1 entry per 4 positions, all read"
+    )
+    assert rows["deepseek_v3"]["RoPE"].endswith("decoupled: 8 features turn beside 8 that do not")
     assert "leading 32 of 128 features" in rows["qwen3_5_text"]["RoPE"]
     assert {len(row) for row in rows.values()} == {10}
     with pytest.raises(ValueError, match="layer 0 is linear_attention, a recurrence"):

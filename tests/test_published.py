@@ -22,6 +22,7 @@ from rope_lessons.production import (
     DESIGN_COLUMNS,
     LAYOUTS,
     cached_features,
+    compressed_features,
     design_row,
     design_table,
     layer_type,
@@ -115,7 +116,11 @@ def test_the_published_designs_in_words() -> None:
     assert rows["smollm3_3b"]["NoPE layers"] == "9 of 36: [3, 7, 11, 15, ...]"
     assert rows["qwen3_5_0_8b"]["RoPE"].startswith("base 10,000,000, default, leading 64 of 256")
     assert rows["qwen3_5_0_8b"]["linear-attention layers"] == "18 of 24"
-    assert "41 of them with compressed keys" in rows["deepseek_v4_flash"]["local layers"]
+    assert rows["deepseek_v4_flash"]["local layers"] == (
+        "43 of 43: window of 128; 21 CSA: 1 entry per 4 positions, an indexer's top 512 read;"
+        " 20 HCA: 1 entry per 128 positions, all read"
+    )
+    assert rows["gemma4_31b"]["multimodal RoPE"] == "none"  # a model that reads images
     assert "llama3 x16" in rows["llama4_scout_17b_16e"]["RoPE"]
     assert rows["gemma4_31b"]["local layers"] == "50 of 60: window of 1024"
     assert "decoupled: 64 features turn beside 128" in rows["deepseek_v3"]["RoPE"]
@@ -135,6 +140,10 @@ def test_cached_features_per_position() -> None:
     assert _per_type("deepseek_v4_flash") == dict.fromkeys(
         ["sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention"], 512
     )
+    v4 = published_config("deepseek_v4_flash")
+    # beyond its window, one 512-wide entry per 4 positions and a 128-wide indexer key per
+    # entry in the CSA layers, one 512-wide entry per 128 positions in the HCA layers
+    assert [compressed_features(v4, i) for i in (0, 2, 3)] == [0.0, (512 + 128) / 4, 512 / 128]
     assert _per_type("gemma4_31b") == {"sliding_attention": 16 * 256 * 2, "full_attention": 4 * 512}
     assert _per_type("deepseek_v3") == {"full_attention": 512 + 64}
     assert _per_type("gpt_oss_120b") == dict.fromkeys(["sliding_attention", "full_attention"], 1024)
