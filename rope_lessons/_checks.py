@@ -59,6 +59,9 @@ def check_base(base: object) -> float:
 
 
 DEFAULT_BASE = 10000.0
+MAX_POSITION = 2**40
+"""The largest |position| accepted: up to here float64 angles ``m * theta`` err by at most
+about ``m * 2**-52``, 2e-4 radians."""
 DEFAULT_P = 1.0
 
 
@@ -163,6 +166,14 @@ def check_positions(
             f"{name} must have an integer dtype (positions are whole numbers), "
             f"got {positions.dtype}"
         )
+    if positions.dtype == torch.int64 and positions.numel():
+        too_far = (positions > MAX_POSITION) | (positions < -MAX_POSITION)
+        if bool(too_far.any()):
+            raise ValueError(
+                f"{name} hold {int(positions[too_far].flatten()[0])}, beyond +-2**40 (about "
+                "1.1e12): there float64 angles m * theta err by up to 2e-4 radians (m * 2**-52), "
+                "and past 2**53 the positions themselves round"
+            )
     if leading_shape is not None:
         shown = shape_for_errors if shape_for_errors is not None else tuple(positions.shape)
         if len(leading_shape) == 3 and positions.ndim == 2:
@@ -219,11 +230,20 @@ def _batch_rows(
 
 
 def check_theta(theta: object, dim: int) -> torch.Tensor:
-    """Return ``theta`` if it is a finite, non-negative float tensor of shape ``(dim/2,)``."""
+    """Return ``theta`` if it is a finite, non-negative float tensor of shape ``(dim/2,)``,
+    in float32 or float64: half-precision frequencies (float16, bfloat16) are refused, since
+    their rounding, a few parts in 1e3, turns into whole radians at long positions."""
     if not isinstance(theta, torch.Tensor):
         raise TypeError(f"theta must be a torch.Tensor, got {type(theta).__name__}")
     if not theta.is_floating_point():
         raise TypeError(f"theta must have a floating dtype, got {theta.dtype}")
+    if theta.dtype in (torch.float16, torch.bfloat16):
+        raise TypeError(
+            f"theta is {theta.dtype}: half-precision frequencies are rounded by up to "
+            f"{2.0**-11 if theta.dtype == torch.float16 else 2.0**-8:g} of their value, a "
+            "whole radian by position 2000 or so; give float32 or float64 frequencies (the "
+            "features may stay in half precision)"
+        )
     if theta.shape != (dim // 2,):
         raise ValueError(
             f"theta must have shape (d/2,) = ({dim // 2},) for d = {dim}, got {tuple(theta.shape)}"

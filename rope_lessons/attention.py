@@ -204,6 +204,11 @@ def _check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         raise ValueError(
             f"v must match k in (batch, heads, seq), got {tuple(v.shape)} and {tuple(k.shape)}"
         )
+    if not q.dtype == k.dtype == v.dtype:
+        raise TypeError(
+            f"q, k and v must share one dtype, got {q.dtype}, {k.dtype} and {v.dtype}: "
+            "cast them to one (e.g. k.to(q.dtype)) before attention"
+        )
 
 
 def _as_3d(positions: torch.Tensor) -> torch.Tensor:

@@ -198,7 +198,7 @@ def peaked_key(
     if bool((q.norm(dim=-1) == 0).any()):
         raise ValueError("q contains a zero vector: its score is 0 at every distance, no key peaks")
     rope = Rope(q.shape[-1]) if rope is None else rope
-    rotated = rope.apply(q.unsqueeze(-2), torch.tensor([distance]))  # (..., 1, d)
+    rotated = rope.apply(q.unsqueeze(-2), torch.tensor([distance]), scale=False)  # (..., 1, d)
     return rotated.squeeze(-2)  # (..., d)
 
 

@@ -33,10 +33,13 @@ Meta's original Llama) needs ``layout="interleaved"``.
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -78,6 +81,17 @@ _TYPE_FIELDS: dict[str, frozenset[str]] = {
     ),
     "proportional": frozenset({"factor"}),
 }
+_REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {
+    "linear": ("factor",),
+    "dynamic": ("factor",),
+    "llama3": ("factor", "low_freq_factor", "high_freq_factor"),
+    "longrope": ("long_factor", "short_factor"),
+}
+"""The fields transformers' init function of each type reads without a default."""
+_NEEDS_SEQ_LEN = ("dynamic", "longrope")
+"""The types whose frequencies depend on the length of the sequence being run."""
+_ORIGINAL_LENGTH_TYPES = ("llama3", "yarn", "longrope")
+"""The types whose ``original_max_position_embeddings`` transformers fills in."""
 
 
 @contextmanager
@@ -96,6 +110,33 @@ def quiet_transformers() -> Iterator[None]:
             yield
     finally:
         hf_logging.set_verbosity(level)
+
+
+def load_config(config: Any) -> Any:
+    """``config`` itself, or, for a path (``str`` or ``os.PathLike``) to a ``config.json``
+    or to a model folder that holds one, the dict that file holds.
+
+    Raises:
+        FileNotFoundError: a path to no such file (a string that is not a path names it).
+        ValueError: a file that does not hold a JSON object.
+    """
+    if not isinstance(config, (str, os.PathLike)):
+        return config
+    path = Path(config)
+    if path.is_dir():
+        path = path / "config.json"
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{str(config)!r} is not a configuration: no such file. Give a transformers "
+            "configuration object, a dict, or the path of a config.json (or of its folder)"
+        )
+    try:
+        loaded = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path} is not a JSON configuration: {error}") from None
+    if not isinstance(loaded, dict):
+        raise ValueError(f"{path} holds a JSON {type(loaded).__name__}, not a configuration")
+    return loaded
 
 
 def config_field(config: Any, name: str) -> Any:
@@ -143,7 +184,7 @@ def _keyed_by_layer_type(parameters: Mapping[str, Any]) -> bool:
 def hf_rope_layer_types(config: Any) -> tuple[str, ...]:
     """The layer types that ``config``'s ``rope_parameters`` are keyed by, sorted;
     empty when one set of parameters serves every layer."""
-    parameters = config_field(config, "rope_parameters")
+    parameters = config_field(load_config(config), "rope_parameters")
     if isinstance(parameters, Mapping) and _keyed_by_layer_type(parameters):
         return tuple(sorted(parameters))
     return ()
@@ -155,21 +196,29 @@ def hf_rope_parameters(config: Any, layer_type: str | None = None) -> dict[str, 
     Reads ``rope_parameters`` (for ``layer_type`` when it holds one mapping per
     layer type) or the older ``rope_theta`` + ``rope_scaling`` (whose
     ``type`` is read as ``rope_type``); a top-level ``partial_rotary_factor``
-    is added where the parameters do not give one.
+    is added where the parameters do not give one. For ``"llama3"``,
+    ``"yarn"`` and ``"longrope"`` read from a dict, a top-level
+    ``original_max_position_embeddings`` (Phi-3's ``config.json``) is the
+    trained length where the parameters give none, as transformers reads it;
+    a configuration object has it in its parameters already. ``config`` may be
+    a path (see :func:`load_config`).
 
     Raises:
         ValueError: a per-layer-type configuration without ``layer_type`` (or
             with one it does not have), a ``layer_type`` for a configuration
-            that has only one set of parameters, or no ``rope_theta``.
+            that has only one set of parameters, no ``rope_theta``, or a dict
+            that says two different things (``rope_parameters`` beside a
+            different ``rope_scaling``; two different trained lengths).
     """
+    config = load_config(config)
     parameters = config_field(config, "rope_parameters")
+    if isinstance(config, Mapping) and config.get("rope_scaling") and parameters:
+        _refuse_two_descriptions(config)
     if parameters is None:
-        scaling = config_field(config, "rope_scaling")
-        parameters = {**_as_dict(scaling, "rope_scaling")} if scaling is not None else {}
-        if config_field(config, "rope_theta") is not None:
-            parameters.setdefault("rope_theta", config_field(config, "rope_theta"))
+        parameters = _legacy_parameters(config)
     parameters = _as_dict(parameters, "rope_parameters")
-    if _keyed_by_layer_type(parameters):
+    keyed = _keyed_by_layer_type(parameters)
+    if keyed:
         if layer_type is None:
             raise ValueError(
                 f"this configuration has RoPE parameters per layer type {sorted(parameters)}: "
@@ -185,21 +234,76 @@ def hf_rope_parameters(config: Any, layer_type: str | None = None) -> dict[str, 
             f"layer_type={layer_type!r} given, but this configuration has one set of RoPE "
             "parameters for every layer"
         )
-    if "type" in parameters and "rope_type" not in parameters:
-        parameters["rope_type"] = parameters["type"]
-    parameters.pop("type", None)
-    parameters.setdefault("rope_type", "default")
+    parameters = _standard_names(parameters)
     if "partial_rotary_factor" not in parameters and config_field(config, "partial_rotary_factor"):
         parameters["partial_rotary_factor"] = config_field(config, "partial_rotary_factor")
+    if isinstance(config, Mapping) and not keyed:
+        _read_top_level_original_length(config, parameters)
     if parameters.get("rope_theta") is None:
         raise ValueError("the configuration gives no rope_theta (the base)")
     return parameters
 
 
+def _legacy_parameters(config: Any) -> dict[str, Any]:
+    """The older form: ``rope_scaling`` (or nothing) with the top-level ``rope_theta``."""
+    scaling = config_field(config, "rope_scaling") if isinstance(config, Mapping) else None
+    parameters = {**_as_dict(scaling, "rope_scaling")} if scaling is not None else {}
+    if config_field(config, "rope_theta") is not None:
+        parameters.setdefault("rope_theta", config_field(config, "rope_theta"))
+    return parameters
+
+
+def _standard_names(parameters: dict[str, Any]) -> dict[str, Any]:
+    """``type`` read as ``rope_type``, and ``"default"`` where neither is given."""
+    parameters = dict(parameters)
+    if "type" in parameters and "rope_type" not in parameters:
+        parameters["rope_type"] = parameters["type"]
+    parameters.pop("type", None)
+    parameters.setdefault("rope_type", "default")
+    return parameters
+
+
+def _refuse_two_descriptions(config: Mapping[str, Any]) -> None:
+    """A dict with both ``rope_parameters`` and ``rope_scaling``: accepted where they say the
+    same, refused where they differ (config classes do not agree on which one wins)."""
+    parameters = _as_dict(config["rope_parameters"], "rope_parameters")
+    if _keyed_by_layer_type(parameters):
+        same = False
+    else:
+        read = _standard_names(parameters)
+        if config.get("rope_theta") is not None:
+            read.setdefault("rope_theta", config["rope_theta"])
+        same = read == _standard_names(_legacy_parameters(config))
+    if not same:
+        raise ValueError(
+            "this configuration gives both rope_parameters and rope_scaling, and they differ: "
+            f"rope_parameters = {dict(parameters)}, rope_scaling = {dict(config['rope_scaling'])}. "
+            "transformers' configuration classes read rope_scaling (with the top-level "
+            "rope_theta) and drop rope_parameters; delete the one the model was not trained with"
+        )
+
+
+def _read_top_level_original_length(config: Mapping[str, Any], parameters: dict[str, Any]) -> None:
+    """Phi-3's ``config.json`` keeps ``original_max_position_embeddings`` beside
+    ``rope_scaling``, not in it; transformers reads it there (Phi3Config gives it priority,
+    and the other classes take it from ``rope_scaling``'s older form too)."""
+    top = config.get("original_max_position_embeddings")
+    if top is None or parameters["rope_type"] not in _ORIGINAL_LENGTH_TYPES:
+        return
+    inner = parameters.get("original_max_position_embeddings")
+    if inner is not None and int(inner) != int(top):
+        raise ValueError(
+            f"two trained lengths: original_max_position_embeddings = {top} at the top level "
+            f"and {inner} in the RoPE parameters. transformers' Phi3Config reads the top-level "
+            "one, the other classes the parameters' one: keep one of them"
+        )
+    parameters["original_max_position_embeddings"] = int(top)
+
+
 def hf_head_dim(config: Any, layer_type: str | None = None) -> int:
     """The head dimension transformers uses: ``head_dim`` (of the layer type's own
     configuration where layers differ), else ``hidden_size // num_attention_heads``."""
-    source = _for_layer_type(config, layer_type)
+    source = _for_layer_type(load_config(config), layer_type)
     head_dim = config_field(source, "head_dim")
     if head_dim is None:
         hidden, heads = (
@@ -215,18 +319,36 @@ def hf_head_dim(config: Any, layer_type: str | None = None) -> int:
 
 
 def hf_rotary_dim(config: Any, layer_type: str | None = None) -> int:
-    """How many leading features of each head rotate: ``int(head_dim * partial_rotary_factor)``
-    for HF partial rotary, the whole head otherwise (p-RoPE's ``"proportional"`` included)."""
+    """How many leading features of each head rotate: for HF partial rotary the
+    ``int(head_dim * partial_rotary_factor)`` that transformers computes, rounded up to
+    even (an odd count still gets one frequency per pair started, see
+    :func:`rope_from_hf`); the whole head otherwise (p-RoPE's ``"proportional"`` included)."""
+    config = load_config(config)
     return _rotating_features(
         hf_rope_parameters(config, layer_type), hf_head_dim(config, layer_type)
     )
 
 
-def _rotating_features(parameters: dict[str, Any], head_dim: int) -> int:
-    """:func:`hf_rotary_dim` from the parameters and head dimension already read."""
+def _exponent_dim(parameters: dict[str, Any], head_dim: int) -> int:
+    """The ``dim`` of transformers' ladder ``base ** (-arange(0, dim, 2) / dim)``:
+    ``int(head_dim * partial_rotary_factor)``, or the head for ``"proportional"``."""
     if parameters["rope_type"] == "proportional":
         return head_dim
-    return int(head_dim * float(parameters.get("partial_rotary_factor", 1.0)))
+    factor = parameters.get("partial_rotary_factor", 1.0)
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0 < factor <= 1:
+        raise ValueError(f"partial_rotary_factor must be a number in (0, 1], got {factor!r}")
+    dim = int(head_dim * float(factor))
+    if dim < 1:
+        raise ValueError(
+            f"partial_rotary_factor {factor} of head_dim {head_dim} leaves no feature to rotate"
+        )
+    return dim
+
+
+def _rotating_features(parameters: dict[str, Any], head_dim: int) -> int:
+    """:func:`hf_rotary_dim` from the parameters and head dimension already read: the
+    ``ceil(dim / 2)`` pairs of transformers' ladder, two features each."""
+    return 2 * math.ceil(_exponent_dim(parameters, head_dim) / 2)
 
 
 def rope_from_hf(
@@ -240,13 +362,18 @@ def rope_from_hf(
     """The :class:`~rope_lessons.rope.Rope` of a Hugging Face configuration (see the module).
 
     Args:
-        config: a transformers configuration object or a plain dict.
+        config: a transformers configuration object, a plain dict (such as a
+            model's ``config.json``), or the path of a ``config.json`` or of its folder.
         layer_type: for configurations with RoPE parameters per layer type
             (``"full_attention"``, ``"sliding_attention"``, ...).
-        seq_len: the sequence length, for ``"dynamic"`` (whose frequencies
-            change beyond ``max_position_embeddings``) and ``"longrope"``
-            (long factors beyond ``original_max_position_embeddings``);
-            refused for the other types.
+        seq_len: the number of positions the model runs, required for
+            ``"dynamic"`` and ``"longrope"`` and refused for the other types.
+            transformers computes it in every forward pass as
+            ``max(position_ids) + 1`` (the largest position plus one, not the
+            largest position): ``"dynamic"`` raises the base once it exceeds
+            ``max_position_embeddings`` and keeps RoPE's ladder up to it;
+            ``"longrope"`` takes the long factors once it exceeds
+            ``original_max_position_embeddings`` and the short ones up to it.
         layout: ``"half"`` (transformers' ``rotate_half``) or ``"interleaved"``.
         rotary_slice: where the rotating features of a partial-rotary head sit:
             ``"leading"`` (transformers' ``apply_rotary_pos_emb``) or
@@ -257,13 +384,24 @@ def rope_from_hf(
         A spec of dimension :func:`hf_head_dim` whose ``theta`` and
         ``attention_factor`` equal what ``ROPE_INIT_FUNCTIONS[rope_type](config,
         seq_len=seq_len)`` returns, to transformers' float32 rounding, and whose
-        ``rotary_dim`` is :func:`hf_rotary_dim`.
+        ``rotary_dim`` is :func:`hf_rotary_dim`. Its :meth:`~rope_lessons.rope.Rope.apply`
+        and :meth:`~rope_lessons.rope.Rope.cos_sin` scale by the attention factor, as
+        transformers' ``q_embed`` does.
+
+        A ``partial_rotary_factor`` that makes ``int(head_dim * factor)`` odd
+        (0.3 of 64 gives 19) is read as transformers reads it: ``ceil(19 / 2) = 10``
+        pairs, the leading 20 features, at ``base ** (-2k / 19)``; for the
+        ``"default"`` type only (the extension methods' formulas assume an even
+        count).
 
     Raises:
         ValueError: an unknown ``rope_type``, a field the type does not read
             (named; multimodal sections such as ``mrope_section`` among them),
-            or a missing one.
+            or a missing one; a missing or non-positive ``seq_len`` where it is
+            required.
+        FileNotFoundError: a path to no configuration.
     """
+    config = load_config(config)
     parameters = hf_rope_parameters(config, layer_type)
     head_dim = hf_head_dim(config, layer_type)
     max_positions = config_field(_for_layer_type(config, layer_type), "max_position_embeddings")
@@ -302,9 +440,15 @@ def _rotating_spec(
     unknown = sorted(set(parameters) - _COMMON_FIELDS - _TYPE_FIELDS[rope_type])
     if unknown:
         raise ValueError(f"rope_type {rope_type!r} does not read {unknown}: not supported here")
-    if seq_len is not None and rope_type not in ("dynamic", "longrope"):
-        raise ValueError(f"seq_len is read only by 'dynamic' and 'longrope', not {rope_type!r}")
+    missing = [name for name in _REQUIRED_FIELDS.get(rope_type, ()) if parameters.get(name) is None]
+    if missing:
+        raise ValueError(
+            f"rope_type {rope_type!r} needs {missing} in its parameters (transformers reads "
+            "them without a default)"
+        )
+    _check_seq_len(rope_type, seq_len, parameters, max_positions)
     base = float(parameters["rope_theta"])
+    exponent_dim = _exponent_dim(parameters, head_dim)
     dim = _rotating_features(parameters, head_dim)
 
     def original_length() -> int:
@@ -313,13 +457,19 @@ def _rotating_spec(
             raise ValueError(f"{rope_type!r} needs original_max_position_embeddings")
         return int(value)
 
+    if exponent_dim % 2:
+        if rope_type != "default":
+            raise ValueError(
+                f"partial_rotary_factor gives int(head_dim * factor) = {exponent_dim}, an odd "
+                f"count: transformers then turns {dim} features with exponents over "
+                f"{exponent_dim}, which is supported here for 'default' only, not {rope_type!r}"
+            )
+        k = torch.arange(dim // 2, dtype=torch.float64)
+        return Rope.from_theta(base ** (-2.0 * k / exponent_dim), layout)
     if rope_type == "default":
         return Rope(dim, base, layout)
     if rope_type == "proportional":
-        kept = int(float(parameters.get("partial_rotary_factor", 1.0)) * head_dim // 2)
-        theta = frequencies(head_dim, base)
-        theta[kept:] = 0.0
-        return Rope.from_theta(theta / float(parameters.get("factor", 1.0)), layout)
+        return _proportional(parameters, head_dim, base, layout)
     if rope_type == "longrope":
         return _longrope(parameters, dim, base, original_length(), max_positions, seq_len, layout)
     if rope_type == "linear":
@@ -343,19 +493,64 @@ def _rotating_spec(
             layout=layout,
         )
     if rope_type == "dynamic":
-        if max_positions is None:
-            raise ValueError("'dynamic' needs max_position_embeddings")
-        length = max(int(seq_len or max_positions), int(max_positions))
+        assert seq_len is not None  # _check_seq_len
         return scaled_frequencies(
             dim,
             "dynamic",
             factor=float(parameters["factor"]),
             original_length=int(max_positions),
             base=base,
-            length=length,
+            length=max(seq_len, int(max_positions)),
             layout=layout,
         )
     return _yarn(parameters, dim, base, original_length(), max_positions, layout)
+
+
+def _check_seq_len(
+    rope_type: str, seq_len: object, parameters: dict[str, Any], max_positions: Any
+) -> None:
+    """``seq_len`` must be given, a positive int, for the types that read it, and not
+    otherwise (see :func:`rope_from_hf`)."""
+    if rope_type not in _NEEDS_SEQ_LEN:
+        if seq_len is not None:
+            raise ValueError(
+                f"seq_len is read only by {' and '.join(map(repr, _NEEDS_SEQ_LEN))}, "
+                f"not {rope_type!r}"
+            )
+        return
+    if rope_type == "dynamic":
+        if max_positions is None:
+            raise ValueError("'dynamic' needs max_position_embeddings")
+        threshold = f"its base grows once seq_len exceeds max_position_embeddings = {max_positions}"
+    else:
+        length = parameters.get("original_max_position_embeddings") or max_positions
+        threshold = (
+            "it takes the long factors once seq_len exceeds original_max_position_embeddings"
+            f" = {length}, the short ones up to it"
+        )
+    if seq_len is None:
+        raise ValueError(
+            f"{rope_type!r} RoPE depends on the length of the sequence it runs: give seq_len, "
+            "the number of positions (transformers uses max(position_ids) + 1 in each forward "
+            f"pass; {threshold})"
+        )
+    if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 1:
+        raise ValueError(
+            f"seq_len must be a positive int (the number of positions, max(position_ids) + 1), "
+            f"got {seq_len!r}"
+        )
+
+
+def _proportional(parameters: dict[str, Any], head_dim: int, base: float, layout: Layout) -> Rope:
+    """p-RoPE (Gemma 4's ``"proportional"``): the full-head ladder with all but the fastest
+    ``partial_rotary_factor`` of its pairs stopped, the rest divided by ``factor``. Built as
+    :class:`~rope_lessons.rope.Rope`'s own p-RoPE where ``factor`` is 1, so that the spec
+    converts back (:func:`rope_to_hf`) like one built by hand."""
+    p = float(parameters.get("partial_rotary_factor", 1.0))
+    factor = float(parameters.get("factor", 1.0))
+    if factor == 1.0:
+        return Rope(head_dim, base, layout, p=p)
+    return Rope.from_theta(frequencies(head_dim, base, p=p) / factor, layout)
 
 
 def _extension_factor(
@@ -434,37 +629,71 @@ def _longrope(
 def rope_to_hf(spec: Rope) -> dict[str, Any]:
     """``rope_parameters`` for ``spec``, where one exists: the inverse of :func:`rope_from_hf`.
 
-    A spec built from RoPE's ladder maps to ``"default"`` (``p = 1``; with
-    ``partial_rotary_factor`` for leading partial rotary) or to
-    ``"proportional"`` with ``partial_rotary_factor = p`` (p-RoPE, Gemma 4), so
-    that ``rope_from_hf({"head_dim": spec.dim, "rope_parameters": rope_to_hf(spec)})``
-    is ``spec`` again in the half layout. A configuration does not record the
+    Two rope types are supported, those whose parameters a spec determines:
+    ``"default"`` (RoPE's ladder, ``p = 1``; with ``partial_rotary_factor`` for
+    leading partial rotary) and ``"proportional"`` with ``partial_rotary_factor
+    = p`` (p-RoPE, Gemma 4). So
+    ``rope_from_hf({"head_dim": spec.dim, "rope_parameters": rope_to_hf(spec)})``
+    is ``spec`` again in the half layout. A spec built from its frequencies
+    (:meth:`~rope_lessons.rope.Rope.from_theta`) converts when they are exactly
+    RoPE's ladder for some base (of at most 12 significant digits) and ``p``,
+    so that two equal specs convert alike. A configuration does not record the
     layout (that is in a model's code), so an interleaved spec maps to the same
     parameters.
 
+    The extension types (``"linear"``, ``"dynamic"``, ``"yarn"``,
+    ``"longrope"``, ``"llama3"``) are not inverted: several configurations give
+    the same frequencies, or one gives several (by ``seq_len``); keep the
+    configuration the spec came from.
+
     Raises:
-        ValueError: for a spec of custom frequencies (a context-extension table
-            has several configurations that give it, or none), or with an
+        ValueError: for frequencies that are not RoPE's ladder, or with an
             attention factor other than 1.
     """
-    if spec.base is None or spec.p is None:
-        raise ValueError(
-            "this spec was built from its frequencies (Rope.from_theta, or an extension "
-            "method): they do not determine one rope_parameters; keep the configuration "
-            "it came from"
-        )
     if spec.attention_factor != 1.0:
         raise ValueError(
-            f"attention factor {spec.attention_factor:g}: 'default' and 'proportional' have none"
+            f"attention factor {spec.attention_factor:g}: 'default' and 'proportional' have none "
+            "(an extension method's spec: keep the configuration it came from)"
         )
+    ladder = _as_ladder(spec)
+    if ladder is None:
+        raise ValueError(
+            "this spec's frequencies are not RoPE's ladder for any base (an extension method's, "
+            "or custom ones): no rope_parameters of type 'default' or 'proportional' gives "
+            "them; keep the configuration they came from"
+        )
+    base, p = ladder
     if spec.partial:
-        if spec.p != 1.0 or spec.rotary_slice != "leading":
+        if p != 1.0 or spec.rotary_slice != "leading":
             raise ValueError(
                 "partial rotary maps to rope_parameters only with p = 1 and the rotating "
-                f"features leading, got p = {spec.p:g}, {spec.rotary_slice!r}"
+                f"features leading, got p = {p:g}, {spec.rotary_slice!r}"
             )
         factor = spec.rotary_dim / spec.dim
-        return {"rope_type": "default", "rope_theta": spec.base, "partial_rotary_factor": factor}
-    if spec.p == 1.0:
-        return {"rope_type": "default", "rope_theta": spec.base}
-    return {"rope_type": "proportional", "rope_theta": spec.base, "partial_rotary_factor": spec.p}
+        return {"rope_type": "default", "rope_theta": base, "partial_rotary_factor": factor}
+    if p == 1.0:
+        return {"rope_type": "default", "rope_theta": base}
+    return {"rope_type": "proportional", "rope_theta": base, "partial_rotary_factor": p}
+
+
+def _as_ladder(spec: Rope) -> tuple[float, float] | None:
+    """``(base, p)`` of the ladder ``spec``'s frequencies are, or None."""
+    if spec.base is not None and spec.p is not None:
+        return spec.base, spec.p
+    theta = spec.theta
+    rotating = int((theta > 0).sum())
+    if rotating < 2 or theta[0] != 1.0 or bool((theta[rotating:] != 0).any()):
+        return None
+    base = float(f"{float(theta[1]) ** (-spec.rotary_dim / 2):.12g}")
+    p = rotating / (spec.rotary_dim // 2)
+    if base <= 1.0:
+        return None
+    candidate = Rope(
+        spec.dim,
+        base,
+        spec.layout,
+        p=p,
+        rotary_dim=spec.rotary_dim,
+        rotary_slice=spec.rotary_slice,
+    )
+    return (base, p) if candidate == spec else None

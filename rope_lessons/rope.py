@@ -826,9 +826,10 @@ class Rope:
         layout: ``"interleaved"`` or ``"half"`` (see :func:`split_pairs`), within
             the rotating features.
         attention_factor: the factor by which queries and keys are scaled
-            (YaRN's temperature); 1 for plain RoPE. Applied by the attention
-            that uses the spec, not by :meth:`apply`; with partial rotary, to the
-            rotating features only, as transformers applies it.
+            (YaRN's and LongRoPE's temperature); 1 for plain RoPE. :meth:`apply`
+            and :meth:`cos_sin` multiply it in, as transformers' tables do
+            (``apply(x, scale=False)`` is the rotation alone); with partial
+            rotary, into the rotating features only, as transformers applies it.
         base, p: the ladder it was built from, or None for :meth:`from_theta`.
     """
 
@@ -1001,23 +1002,37 @@ class Rope:
         return self._theta.clone()
 
     def apply(
-        self, x: torch.Tensor, positions: torch.Tensor | None = None, *, seq_dim: int = -2
+        self,
+        x: torch.Tensor,
+        positions: torch.Tensor | None = None,
+        *,
+        seq_dim: int = -2,
+        scale: bool = True,
     ) -> torch.Tensor:
-        """:math:`R_m x` at every position (:func:`apply_rope` with this spec).
+        """:math:`a R_m x` at every position: what transformers' ``apply_rotary_pos_emb``
+        gives for the same configuration (:meth:`from_hf`), the attention factor ``a``
+        included.
 
         Args:
             x: ``(..., T, d)`` with ``d`` equal to :attr:`dim`.
             positions: integer positions broadcastable to ``(..., T)``; default ``arange(T)``.
             seq_dim: the axis of the positions; ``1`` for ``(B, T, H, d)`` features
                 (see :func:`apply_rope`).
+            scale: multiply the rotated features by :attr:`attention_factor` (YaRN's
+                and LongRoPE's; 1 for RoPE's ladder, where the flag changes nothing).
+                ``False`` gives the rotation :math:`R_m x` alone, which is
+                :func:`apply_rope` with this spec.
         """
         x = check_features(x)
         self.check_dim(x.shape[-1], "the last dimension of x", partial_ok=True)
+        if not isinstance(scale, bool):
+            raise TypeError(f"scale must be True or False, got {scale!r}")
 
         def rotate_seq_last(seq_last: torch.Tensor) -> torch.Tensor:
             if positions is None:
-                return self._rotate(seq_last, None)
-            return self._rotate(seq_last, check_positions(positions, seq_last.shape[:-1]))
+                return self._rotate(seq_last, None, scale=scale)
+            checked = check_positions(positions, seq_last.shape[:-1])
+            return self._rotate(seq_last, checked, scale=scale)
 
         return _along(x, seq_dim, rotate_seq_last)
 
@@ -1075,7 +1090,7 @@ class Rope:
         layout concatenates the ``r/2`` angles twice, the interleaved layout
         repeats each one), and the attention factor multiplied in, as transformers
         multiplies it in (so that ``q * cos + rotate_half(q) * sin`` scales the
-        queries by it). :meth:`apply` instead leaves the factor to the attention.
+        queries by it, as :meth:`apply` does).
 
         The angles are formed in float64 and rounded once, to ``dtype``.
         transformers forms them in float32 (``inv_freq`` and ``inv_freq @

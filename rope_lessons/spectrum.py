@@ -464,7 +464,7 @@ def previous_token_head(
     rope = Rope(check_even_dim(dim)) if rope is None else rope
     q, _ = diagonal_head(dim, seq_len, pairs, norm, rope=rope)
     one = torch.ones(seq_len, dtype=torch.long)
-    k = rope.apply(q, one)
+    k = rope.apply(q, one, scale=False)
     return q, k
 
 

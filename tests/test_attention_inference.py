@@ -250,7 +250,7 @@ class AttentionInput(TypedDict, total=False):
             ValueError,
             r"k_positions of shape \(4, 6\).*read as \(batch, seq\) = \(2, 6\)",
         ),
-        ({"q": torch.zeros(B, 4, 7, D)}, ValueError, "sees no key"),
+        ({"q": torch.zeros(B, 4, 7, D, dtype=torch.float64)}, ValueError, "sees no key"),
         (
             {"q_positions": torch.tensor([0, 3]), "k_positions": torch.arange(6) + 1},
             ValueError,

@@ -432,6 +432,8 @@ def test_chapter_4_edge_cases() -> None:
     with pytest.raises(ValueError, match="same last dimension, got 16 and 8"):
         abel_bound(q, k[:8], distances)
     with pytest.raises(ValueError, match="1e\\+09"):
+        roformer_bound(torch.tensor([10**11]), 16)
+    with pytest.raises(ValueError, match=r"beyond \+-2\*\*40"):  # no position reaches that far
         roformer_bound(torch.tensor([10**15]), 16)
     assert roformer_bound(torch.tensor([MAX_DISTANCE]), 16).isfinite().all()
     torch.testing.assert_close(peaked_key(q, np.int64(7)), peaked_key(q, 7))

@@ -163,8 +163,9 @@ def test_the_spec_goes_straight_to_attention_and_apply(method: Method, layout: L
     assert spec.layout == layout
     q, k, v = torch.randn(3, 1, 2, 10, 16, dtype=torch.float64)
     rotated = apply_rope(q, layout=layout, theta=spec.theta)
-    torch.testing.assert_close(spec.apply(q), rotated, rtol=0, atol=0)
+    torch.testing.assert_close(spec.apply(q, scale=False), rotated, rtol=0, atol=0)
     a = spec.attention_factor
+    torch.testing.assert_close(spec.apply(q), a * rotated)  # as transformers' q_embed
     _, weights = attention(q, k, v, rope=spec, return_weights=True)
     plain = Rope.from_theta(spec.theta, layout)
     _, expected = attention(q * a, k * a, v, rope=plain, return_weights=True)

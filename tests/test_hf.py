@@ -58,6 +58,13 @@ CASES: dict[str, dict[str, Any]] = {
 }
 
 
+# the types that read the length run: each side of the length where they change, and far
+SEQ_LENS: dict[str, tuple[int, ...]] = {
+    "dynamic": (MAX_POSITIONS, MAX_POSITIONS + 1, 2 * MAX_POSITIONS),
+    "longrope": (4096, 4097, 2 * MAX_POSITIONS),
+}
+
+
 def llama_config(parameters: dict[str, Any], head_dim: int = HEAD_DIM) -> Any:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -98,7 +105,7 @@ def test_from_hf_reproduces_rope_init_functions(case: str, partial: float, base:
             parameters["long_factor"] = parameters["long_factor"][:pairs]
             parameters["short_factor"] = parameters["short_factor"][:pairs]
     config = llama_config(parameters)
-    for seq_len in (None, 2 * MAX_POSITIONS) if case in ("dynamic", "longrope") else (None,):
+    for seq_len in SEQ_LENS.get(case, (None,)):
         theirs, their_factor = transformers_table(config, seq_len)
         spec = Rope.from_hf(config, seq_len=seq_len)
         torch.testing.assert_close(spec.theta, theirs, rtol=HF_RTOL, atol=0.0)
@@ -240,7 +247,8 @@ def test_unknown_types_and_fields_are_refused_by_name() -> None:
                     "short_factor": [1.0] * 31,
                     "original_max_position_embeddings": 4096,
                 },
-            }
+            },
+            seq_len=4096,
         )
 
 
@@ -262,7 +270,8 @@ def test_cos_sin_are_the_tables_of_a_transformers_rotary_embedding(case: str) ->
 
 
 def test_cos_sin_rotate_like_apply_in_both_layouts() -> None:
-    """q * cos + rotate(q) * sin with the spec's own tables is apply() times the factor."""
+    """q * cos + rotate(q) * sin with the spec's own tables is apply(), the factor included,
+    as transformers' q_embed; apply(scale=False) is the rotation alone."""
     spec = Rope.from_theta([1.0, 0.1, 0.01, 0.001], "half", attention_factor=1.3)
     q = torch.randn(3, 5, 8, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     positions = torch.arange(5)
@@ -273,7 +282,8 @@ def test_cos_sin_rotate_like_apply_in_both_layouts() -> None:
             other = torch.cat((-q[..., 4:], q[..., :4]), -1)  # rotate_half
         else:
             other = torch.stack((-q[..., 1::2], q[..., ::2]), -1).flatten(-2)
-        torch.testing.assert_close(q * cos + other * sin, 1.3 * turned.apply(q, positions))
+        torch.testing.assert_close(q * cos + other * sin, turned.apply(q, positions))
+        torch.testing.assert_close(q * cos + other * sin, 1.3 * turned.apply(q, scale=False))
     with pytest.raises(TypeError, match="integer tensor"):
         spec.cos_sin(torch.ones(3))
     assert math.isclose(float(spec.cos_sin(torch.tensor([0]))[0][0, 0]), 1.3, rel_tol=1e-6)
@@ -292,8 +302,9 @@ def test_to_hf_inverts_from_hf_where_the_map_is_one_to_one(p: float, base: float
 
 
 def test_to_hf_refuses_specs_that_no_single_configuration_names() -> None:
-    with pytest.raises(ValueError, match="built from its frequencies"):
-        Rope.from_theta([1.0, 0.5]).to_hf()
+    with pytest.raises(ValueError, match="not RoPE's ladder for any base"):
+        Rope.from_theta([1.0, 0.3, 0.2]).to_hf()
+    assert Rope.from_theta([1.0, 0.5]).to_hf() == {"rope_type": "default", "rope_theta": 4.0}
     with pytest.raises(ValueError, match=r"attention factor 1\.2"):
         Rope(8, attention_factor=1.2).to_hf()
 
