@@ -147,7 +147,8 @@ class Reach:
             distance is safe.
         reads: the longest distance a query of this layer type reads: the
             context's, or its window's or chunk's (DeepSeek-V4's compressed layers
-            read the whole context).
+            may read an entry from anywhere in the context: HCA all of them, CSA
+            the indexer's top ``index_topk``).
     """
 
     layer_type: str
@@ -223,7 +224,7 @@ def reach(config: Any) -> list[Reach]:
         # turn fully (extension.critical_pair, for any ladder)
         kept = trained.theta > 0  # (r/2,)
         full = kept & (2.0 * math.pi / trained.theta <= pretrained)
-        # DeepSeek-V4's compressed layers read the whole past through compressed keys
+        # DeepSeek-V4's compressed layers may read compressed entries of the whole past
         local = None if kind in COMPRESSED_LAYER_TYPES else layer_local(config, i)
         if extension not in EXTENSIONS and bool((kept & ~full).any()):
             safe = float(pretrained - 1)  # unscaled: partly turning pairs leave their arc
