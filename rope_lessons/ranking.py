@@ -173,7 +173,8 @@ class RankPair:
     Attributes:
         first, second: placement names.
         difference: mean over seeds of the paired toy difference.
-        half_width: half-width of its paired 95% interval (Student's t);
+        half_width: half-width of its paired 95% interval (Student's t), for the
+            family of comparisons :func:`rank_pairs` was given (Bonferroni);
             infinite with one seed.
         reference_difference: published ``second - first``.
         same_tier: the publication puts both in one tier (calls them about equal).
@@ -188,7 +189,7 @@ class RankPair:
 
     @property
     def resolved(self) -> bool:
-        """The toy seeds order the pair: the 95% interval excludes zero."""
+        """The toy seeds order the pair: the (family-wise) 95% interval excludes zero."""
         return abs(self.difference) > self.half_width
 
     @property
@@ -222,15 +223,22 @@ def _loss_table(losses: FloatArray, names: Sequence[str]) -> FloatArray:
     return table
 
 
-def _paired_interval(gaps: FloatArray) -> tuple[float, float]:
+def _paired_interval(gaps: FloatArray, family: int = 1) -> tuple[float, float]:
     """Mean of the paired differences ``gaps`` ``(S,)`` and the half-width of its 95%
-    interval (:attr:`~rope_lessons.experiments.Summary.half_width`; infinite with one seed)."""
+    interval for a ``family`` of comparisons read together, each at ``1 - 0.05 / family``
+    (Bonferroni; :meth:`~rope_lessons.experiments.Summary.half_width_at`; infinite with
+    one seed)."""
+    check_positive_int(family, "family")
     summary = summarise(gaps.tolist())
-    return summary.mean, summary.half_width
+    return summary.mean, summary.half_width_at(1 - 0.05 / family)
 
 
 def rank_pairs(
-    losses: FloatArray, names: Sequence[str], reference: dict[str, float], tiers: dict[str, int]
+    losses: FloatArray,
+    names: Sequence[str],
+    reference: dict[str, float],
+    tiers: dict[str, int],
+    family: int = 1,
 ) -> list[RankPair]:
     """Every pair of placements: the toy's paired 95% interval beside the published order.
 
@@ -241,6 +249,9 @@ def rank_pairs(
         names: the ``P`` placement names.
         reference: the published loss of every name.
         tiers: the published tier of every name (equal tier: called about equal).
+        family: how many comparisons are read together: each interval is then
+            95% for all of them at once (Bonferroni). The whole ranking read at
+            once is the family of all ``P (P - 1) / 2`` pairs.
 
     Returns:
         The ``P (P - 1) / 2`` pairs, ``first`` before ``second`` in the published order.
@@ -253,7 +264,7 @@ def rank_pairs(
     pairs = []
     for a, i in enumerate(ordered):
         for j in ordered[a + 1 :]:
-            difference, half_width = _paired_interval(table[j] - table[i])  # second - first
+            difference, half_width = _paired_interval(table[j] - table[i], family)  # 2nd - 1st
             pairs.append(
                 RankPair(
                     first=names[i],
@@ -267,13 +278,14 @@ def rank_pairs(
     return pairs
 
 
-def noise_tiers(losses: FloatArray, names: Sequence[str]) -> list[list[str]]:
+def noise_tiers(losses: FloatArray, names: Sequence[str], family: int = 1) -> list[list[str]]:
     """The toy ranking as tiers: sorted by seed mean, a new tier wherever neighbours separate.
 
     Two neighbours in the sorted order share a tier when the paired 95%
-    interval of their difference (as in :func:`rank_pairs`) includes zero.
-    A tier can therefore hold two placements that are resolved from each
-    other through a chain of unresolved neighbours.
+    interval of their difference (as in :func:`rank_pairs`, for a ``family`` of
+    comparisons read together) includes zero. A tier can therefore hold two
+    placements that are resolved from each other through a chain of unresolved
+    neighbours.
 
     >>> noise_tiers(np.array([[1.0, 1.1, 0.9], [1.05, 1.0, 1.0], [2.0, 2.1, 2.2]]), "abc")
     [['a', 'b'], ['c']]
@@ -288,7 +300,7 @@ def noise_tiers(losses: FloatArray, names: Sequence[str]) -> list[list[str]]:
     order = np.argsort(table.mean(axis=1), kind="stable")
     tiers = [[names[order[0]]]]
     for previous, current in itertools.pairwise(order):
-        difference, half_width = _paired_interval(table[current] - table[previous])
+        difference, half_width = _paired_interval(table[current] - table[previous], family)
         if abs(difference) > half_width:
             tiers.append([names[current]])
         else:

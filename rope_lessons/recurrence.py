@@ -260,10 +260,12 @@ def vo_rope_linear_attention(
     is the vector recurrence of :func:`vo_rope_decay` driven by
     :math:`k_m[j]\, v_m`. That is how it is computed here: one
     :func:`linear_recurrence` over ``D_k * D/2`` complex channels. It is the
-    mirror image of retention (:class:`RetentionMixer`), whose state
-    :math:`\sum \gamma^{t-u} (R_u k_u) v_u^\top`, read by :math:`R_t q_t`,
-    carries the complex decay on the *key* index (Sun et al. 2023 derive
-    retention from exactly such a diagonalised complex recurrence).
+    mirror image of retention (:class:`RetentionMixer`). Retention's state
+    :math:`S_t = \sum_{u \le t} \gamma^{t-u} (R_u k_u) v_u^\top = \gamma S_{t-1} +
+    (R_t k_t) v_t^\top` decays by the real :math:`\gamma` and is read by
+    :math:`R_t q_t`; in the query's frame, :math:`P_t = R_t^\top S_t = \gamma R_{-1}
+    P_{t-1} + k_t v_t^\top`, the complex decay sits on the *key* index (Sun et al.
+    2023 derive retention from exactly such a diagonalised complex recurrence).
 
     Args:
         q: queries ``(B, H, T, D_k)``.

@@ -17,8 +17,11 @@ Three jobs, each small, and the published ranking they are read against:
   function of the chapter's stored sweeps, measures on held-out text how much
   attention stays on the diagonal, how far it reaches, and how much the
   value rotation turns what each query reads (the readers' questions under
-  Su's post); :func:`trained_angles` stores the frequencies a model ends
-  with, and :func:`stored_angles` reads them back.
+  Su's post); :func:`key_position_sensitivity` measures how far each
+  layer's attention moves when the keys' positions are permuted (where
+  position reaches the scores; :func:`key_position_stats` stores it);
+  :func:`trained_angles` stores the frequencies a model ends with, and
+  :func:`stored_angles` reads them back.
 * **Su's ranking.** :data:`SU_2025_LOSSES` and :data:`SU_2025_TIERS`, the
   nine placements as Su ranked them (kexue.fm/archives/10862); the toy
   ranking is set beside them with :mod:`rope_lessons.ranking`.
@@ -246,6 +249,99 @@ def reading_stats(
             cosines.setdefault(key, []).append(value)
     stats.update({key: sum(values) / len(values) for key, values in cosines.items()})
     return stats
+
+
+def key_position_sensitivity(
+    model: TinyTransformer, tokens: torch.Tensor, permutation: torch.Tensor
+) -> list[float]:
+    r"""How much each layer's attention weights move when the keys' positions are permuted.
+
+    Two forward passes: one at the true positions ``0..T-1`` and one with every
+    rotation at ``permutation`` (the causal mask stays by index, so every query
+    still sees the same keys). Each layer's weights are then scored with the
+    queries of the first pass, rotated at their true positions, against the keys
+    of the second pass, rotated (where the placement turns keys) at the permuted
+    positions: the keys carry permuted positions, whether their position enters
+    by the key rotation or through what earlier layers wrote into the token.
+    The number is the total-variation distance
+    :math:`\tfrac12 \sum_n |a_{mn} - a'_{mn}|` between the two softmax rows,
+    averaged over sequences, heads and query rows (the first row, with one key,
+    included: it is 0 by construction).
+
+    With ``q``, ``v`` or ``o`` alone (and NoPE) the first layer's logits
+    :math:`(R_m q_m)^\top k_n` do not involve the key's position, so its number is
+    exactly 0; with ``k`` in the placement it is positive for any permutation that
+    moves a key. The identity permutation gives 0 in every layer.
+
+    Args:
+        model: a RoPE or NoPE model without absolute encodings, QK-norm, NoPE
+            temperature or local windows (whose positions enter elsewhere).
+        tokens: ``(B, T)`` token ids.
+        permutation: ``(B, T)`` or ``(T,)``, a permutation of ``0..T-1`` (per sequence).
+
+    Returns:
+        One number per layer, in ``[0, 1]``.
+    """
+    cfg = model.config
+    if cfg.position not in ("none", "rope") or cfg.qk_norm or cfg.nope_temperature is not None:
+        raise ValueError(
+            "key_position_sensitivity needs positions that enter by rotation only "
+            f"(got position={cfg.position!r}, qk_norm={cfg.qk_norm}, "
+            f"nope_temperature={cfg.nope_temperature})"
+        )
+    if cfg.rope_local is not None:
+        raise ValueError("key_position_sensitivity does not handle local windows (rope_local)")
+    seq_len = tokens.shape[-1]
+    permutation = permutation.to(tokens.device).expand(tokens.shape)
+    if not bool((permutation.sort(-1).values == torch.arange(seq_len, device=tokens.device)).all()):
+        raise ValueError("permutation must hold every position 0..T-1 once in each row")
+    true_pass = model.layer_qkv(tokens)
+    permuted_pass = model.layer_qkv(tokens, permutation)
+    below = torch.ones(seq_len, seq_len, dtype=torch.bool, device=tokens.device).tril()
+    here = torch.arange(seq_len, device=tokens.device)
+    distances = []
+    for layer, (block, (q, k, v), (_, moved_k, moved_v)) in enumerate(
+        zip(model.blocks, true_pass, permuted_pass, strict=True)
+    ):
+        if not isinstance(block, Block):
+            raise TypeError(f"layer {layer} is not a Block")
+        weights, moved = (
+            attention(
+                q,
+                keys,
+                values,
+                placement=block.attn.placement,
+                rope=cfg.rope,
+                causal=False,
+                attn_mask=below,
+                q_positions=here,
+                k_positions=where,
+                return_weights=True,
+                theta=block.attn.theta,
+            )[1]  # (B, H, T, T)
+            for keys, values, where in ((k, v, here), (moved_k, moved_v, permutation))
+        )
+        distances.append(float(0.5 * (moved - weights).abs().sum(-1).mean()))
+    return distances
+
+
+KEY_PERMUTATION_SEED = 0
+
+
+@torch.no_grad()
+def key_position_stats(
+    model: TinyTransformer, run: Run[TinyTransformer], device: torch.device
+) -> dict[str, float]:
+    """:func:`key_position_sensitivity` on ``READ_BATCH`` held-out sequences at the training
+    length, one random permutation per sequence (seeded by :data:`KEY_PERMUTATION_SEED`),
+    as a sweep's ``analyse`` stores it: keys ``key_tv/<layer>`` (layer 0 is the first)."""
+    tokens, _ = held_out(run.data, run.train_len, READ_BATCH, device)()
+    generator = torch.Generator().manual_seed(KEY_PERMUTATION_SEED)
+    permutation = torch.stack(
+        [torch.randperm(tokens.shape[1], generator=generator) for _ in range(tokens.shape[0])]
+    ).to(device)  # (B, T)
+    distances = key_position_sensitivity(model, tokens, permutation)
+    return {f"key_tv/{layer}": value for layer, value in enumerate(distances)}
 
 
 def cache_bytes_per_token(

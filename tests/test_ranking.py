@@ -213,6 +213,28 @@ def test_noise_tiers_split_where_neighbours_separate() -> None:
     assert noise_tiers(losses[:, :1], names) == [["b", "c", "a", "d"]]  # one seed: no tiers
 
 
+def test_a_family_widens_every_interval_by_bonferroni() -> None:
+    """Read together, 36 pairs get intervals at 1 - 0.05/36 each: a gap resolved alone can
+    tie in the family, and the tiers follow the same intervals."""
+    names = ["a", "b", "c"]
+    reference = {"a": 1.0, "b": 2.0, "c": 3.0}
+    tiers = {"a": 1, "b": 2, "c": 3}
+    # b - a = (0.10, 0.14, 0.06, 0.12, 0.08): mean 0.10, sd 0.0316
+    losses = np.array([[1.0] * 5, [1.10, 1.14, 1.06, 1.12, 1.08], [3.0, 3.1, 2.9, 3.0, 3.05]])
+    alone, together = (
+        next(p for p in rank_pairs(losses, names, reference, tiers, family) if p.second == "b")
+        for family in (1, 36)
+    )
+    sem = summarise([0.10, 0.14, 0.06, 0.12, 0.08]).sem
+    assert alone.half_width == pytest.approx(t_quantile(0.95, 4) * sem)
+    assert together.half_width == pytest.approx(t_quantile(1 - 0.05 / 36, 4) * sem)
+    assert alone.verdict == "agree" and together.verdict == "toy within noise"
+    assert noise_tiers(losses, names) == [["a"], ["b"], ["c"]]
+    assert noise_tiers(losses, names, family=36) == [["a", "b"], ["c"]]
+    with pytest.raises((TypeError, ValueError), match="family"):
+        noise_tiers(losses, names, family=0)
+
+
 def test_noise_tiers_refuse_non_finite_and_empty_losses() -> None:
     """A NaN mean would be sorted silently (last, by argsort); no placement, or no seed,
     leaves nothing to rank."""

@@ -496,3 +496,35 @@ def test_budgeted_readout_matches_a_search_over_the_circle() -> None:
     target[3] = 1.0
     errors = (powers @ weights - target).square().mean(dim=0).sqrt()
     assert fit.error == pytest.approx(float(errors.min()), abs=1e-9)
+
+
+def test_retention_state_decays_by_the_real_gamma_and_turns_only_in_the_query_frame() -> None:
+    """Retention's state S_t = gamma S_(t-1) + (R_t k_t) v_t^T, read by R_t q_t, has the real decay;
+    the complex decay gamma e^(-i theta) sits on the key index of P_t = R_t^T S_t."""
+    steps, dim, gamma = 10, 8, 0.9
+    q, k, v = (random_features(steps, dim, seed=20 + i) for i in range(3))
+    turn = [rotation_matrix(t, dim) for t in range(steps)]  # R_t, (D, D) each
+    weights = (
+        torch.stack([turn[t] @ q[t] for t in range(steps)])
+        @ torch.stack([turn[u] @ k[u] for u in range(steps)]).T
+        * decay_powers(torch.tensor(gamma, dtype=torch.float64), steps)
+    )  # (T, T), causal
+    parallel = weights @ v  # retention's parallel form, (T, D)
+    state = torch.zeros(dim, dim, dtype=torch.float64)
+    frame = torch.zeros(dim, dim, dtype=torch.float64)
+    wrong = torch.zeros(dim, dim, dtype=torch.float64)
+    for t in range(steps):
+        state = gamma * state + torch.outer(turn[t] @ k[t], v[t])  # the real decay
+        frame = gamma * rotation_matrix(-1, dim) @ frame + torch.outer(k[t], v[t])
+        wrong = gamma * rotation_matrix(1, dim) @ wrong + torch.outer(k[t], v[t])
+        torch.testing.assert_close((turn[t] @ q[t]) @ state, parallel[t])
+        torch.testing.assert_close(turn[t].T @ state, frame)  # P_t = R_t^T S_t
+        if t > 0:
+            assert (turn[t].T @ state - wrong).abs().max() > 1e-3  # R_{+1}: the wrong sign
+            assert (state - frame).abs().max() > 1e-3  # S_t itself is not P_t
+    # the same P_t as complex channels: key-index pairs of each column, decay gamma e^(-i theta)
+    outer = k.unsqueeze(-1) * v.unsqueeze(-2)  # (T, D_k, D_v): k_t v_t^T
+    pairs = read_pairs(outer.transpose(-1, -2))  # (T, D_v, D_k/2)
+    decay = vo_rope_decay(gamma, dim).repeat(dim)  # (D_v * D_k/2,)
+    channels = linear_recurrence(pairs.flatten(-2), decay).unflatten(-1, (dim, dim // 2))
+    torch.testing.assert_close(write_pairs(channels)[-1].T, frame)

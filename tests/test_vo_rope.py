@@ -1,8 +1,10 @@
 """Chapter 6 helpers: shared keys and values, cache sizes, Su's published ranking,
-the MarkerDistance task and what reading_stats measures on a model."""
+the MarkerDistance task, what reading_stats measures on a model, and where position
+reaches the attention scores (key_position_sensitivity)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -11,7 +13,7 @@ from helpers import random_features
 
 from rope_lessons.attention import PLACEMENTS, RELATIVE_PLACEMENTS, Placement, attention
 from rope_lessons.experiments import make_run
-from rope_lessons.model import Block, ModelConfig
+from rope_lessons.model import Block, ModelConfig, TinyTransformer
 from rope_lessons.rope import Layout, Rope, rotation_matrix
 from rope_lessons.synthetic import IGNORE, CopyAtLag, MarkerDistance, batch_sampler
 from rope_lessons.vo_rope import (
@@ -22,6 +24,8 @@ from rope_lessons.vo_rope import (
     cache_bytes_per_token,
     decode_with_one_cached_vector,
     key_and_value_streams,
+    key_position_sensitivity,
+    key_position_stats,
     reading_stats,
     shift_change,
     stored_angles,
@@ -240,3 +244,85 @@ def test_trained_angles_are_the_models_frequencies_and_read_back() -> None:
     torch.testing.assert_close(fixed_angles, ladder[None])  # layer 0 rotates nothing
     with pytest.raises(ValueError, match="no stored angles"):
         stored_angles({"loss": 1.0})
+
+
+# ---------------------------------------------------------------- where position reaches the scores
+
+
+def key_test_model(placement: Placement, n_layers: int = 2) -> TinyTransformer:
+    torch.manual_seed(3)
+    if placement == "nope":
+        return ModelConfig(
+            vocab_size=11, dim=32, n_heads=2, n_layers=n_layers, position="none"
+        ).build()
+    return ModelConfig(
+        vocab_size=11, dim=32, n_heads=2, n_layers=n_layers, placement=placement
+    ).build()
+
+
+def key_test_inputs(batch: int = 3, length: int = 12) -> tuple[torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(4)
+    tokens = torch.randint(0, 11, (batch, length), generator=generator)
+    permutation = torch.stack([torch.randperm(length, generator=generator) for _ in range(batch)])
+    return tokens, permutation
+
+
+@pytest.mark.parametrize("placement", PLACEMENTS)
+def test_the_first_layer_sees_the_keys_positions_only_when_keys_turn(placement: Placement) -> None:
+    """(R_m q_m)^T k_n: q, v, o alone leave layer 1 exactly as blind to a key's place as NoPE."""
+    model = key_test_model(placement)
+    tokens, permutation = key_test_inputs()
+    with torch.no_grad():
+        first, second = key_position_sensitivity(model, tokens, permutation)
+        unmoved = key_position_sensitivity(model, tokens, torch.arange(tokens.shape[1]))
+    assert unmoved == [0.0, 0.0]
+    if "k" in placement:
+        assert first > 0.01
+    else:
+        assert first == 0.0
+    if placement == "nope":
+        assert second == 0.0
+    else:  # the first layer wrote positions into the tokens (q: through which keys it read)
+        assert second > 1e-4
+
+
+def test_key_position_sensitivity_by_hand() -> None:
+    """One k-only layer: softmax rows of q_m . R_{pi(n)} k_n / sqrt(D) against q_m . R_n k_n."""
+    model = key_test_model("k", n_layers=1)
+    tokens, permutation = key_test_inputs(batch=2, length=6)
+    with torch.no_grad():
+        (found,) = key_position_sensitivity(model, tokens, permutation)
+        block = model.blocks[0]
+        assert isinstance(block, Block)
+        q, k, _ = (t.double() for t in block.attn.project(block.ln_attn(model.embed(tokens))))
+    dim, length = q.shape[-1], tokens.shape[1]
+    future = torch.ones(length, length, dtype=torch.bool).triu(1)
+
+    def rows(b: int, positions: torch.Tensor) -> torch.Tensor:  # (H, T, T), sequence b
+        turned = torch.stack(  # (T, D, H): key n of every head turned by R_{positions[n]}
+            [rotation_matrix(int(p), dim) @ k[b, :, n].T for n, p in enumerate(positions)]
+        )
+        scores = torch.einsum("htd,ndh->htn", q[b], turned) / math.sqrt(dim)
+        return scores.masked_fill(future, float("-inf")).softmax(-1)
+
+    total = 0.0
+    for b in range(tokens.shape[0]):
+        moved, plain = rows(b, permutation[b]), rows(b, torch.arange(length))
+        total += float(0.5 * (moved - plain).abs().sum(-1).mean()) / tokens.shape[0]
+    assert found == pytest.approx(total, rel=1e-4)
+    assert found > 0.01
+
+
+def test_key_position_stats_names_each_layer_and_refuses_what_it_cannot_read() -> None:
+    run = make_run(
+        "k", CopyAtLag(lag=1), train_len=10, eval_lens=(10,), steps=1, dim=32, placement="k"
+    )
+    with torch.no_grad():
+        stats = key_position_stats(run.model.build(), run, torch.device("cpu"))
+    assert set(stats) == {"key_tv/0", "key_tv/1"} and stats["key_tv/0"] > 0
+    tokens, permutation = key_test_inputs()
+    with pytest.raises(ValueError, match="permutation"):
+        key_position_sensitivity(key_test_model("k"), tokens, permutation.clamp(max=3))
+    learned = ModelConfig(vocab_size=11, dim=32, n_heads=2, position="learned").build()
+    with pytest.raises(ValueError, match="rotation only"):
+        key_position_sensitivity(learned, tokens, permutation)

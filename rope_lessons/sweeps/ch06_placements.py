@@ -24,7 +24,7 @@ from typing import Any
 
 from rope_lessons.attention import PLACEMENTS
 from rope_lessons.corpus import CharCorpus
-from rope_lessons.experiments import Run, make_run
+from rope_lessons.experiments import Analyse, Run, make_run
 from rope_lessons.model import TinyTransformer
 from rope_lessons.sweep import Sweep
 from rope_lessons.vo_rope import reading_stats
@@ -34,18 +34,23 @@ STEPS = 1600
 
 
 def language_model_run(
-    label: str, *, steps: int = STEPS, n_layers: int = 2, **fields: Any
+    label: str,
+    *,
+    steps: int = STEPS,
+    n_layers: int = 2,
+    analyse: Analyse[TinyTransformer] = reading_stats,
+    **fields: Any,
 ) -> Run[TinyTransformer]:
     """The chapter's language model (width 64, four heads, ``n_layers`` layers) with the
     model fields ``fields`` (e.g. ``placement="vo"`` or ``position="learned"``), trained for
-    ``steps`` on the corpus at 64 characters."""
+    ``steps`` on the corpus at 64 characters; ``analyse`` measures the trained model."""
     return make_run(
         label,
         CharCorpus(),
         train_len=TRAIN_LEN,
         eval_lens=(TRAIN_LEN,),
         steps=steps,
-        analyse=reading_stats,
+        analyse=analyse,
         dim=64,
         n_layers=n_layers,
         n_heads=4,
