@@ -16,9 +16,15 @@ reports the one that reproduces ``fn`` on every case:
   layout's way (``cat((a, a))`` against ``repeat_interleave(2)``);
 * the rotation clockwise, by :math:`-m\theta_k`;
 * other frequencies: the exponents ``-k/d``, ``-2k/(d-2)`` or ``-2(k+1)/d``
-  in place of ``-2k/d``, another base (estimated from the angles), or any
-  other vector (measured);
+  in place of ``-2k/d``; the ladder doubled (RoPE applied twice), reversed,
+  inverted (``base^(+2k/d)``) or flat (exponents 0 from integer division);
+  another base (estimated from the angles), or any other vector (measured);
+* only the leading half (or quarter) of the head turned, as partial rotary;
 * positions shifted by one, or ignored (``arange(T)`` in their place);
+* cos and sin swapped; the sign of sin wrong in one member of each pair
+  (``rotate_half`` as ``(-x2, -x1)`` or ``(x2, x1)``), which is no rotation;
+* positions wrapped or clamped at a cos/sin cache's length (512 to 4096);
+* the output scaled by a constant;
 
 and alone, those bugs that no exact twin reproduces: ``(B, T)`` positions
 mishandled while ``(T,)`` ones are right, and angles formed in half precision
@@ -52,6 +58,14 @@ _PAIRS = {"interleaved": "pairs (2k, 2k+1)", "half": "pairs (k, k + d/2)"}
 _ARTICLE = {"interleaved": "an", "half": "a"}
 _STYLE = {"interleaved": "Meta's complex form", "half": "Hugging Face's rotate_half"}
 _EXPANSION = {"interleaved": "repeat_interleave(2, -1)", "half": "torch.cat((a, a), -1)"}
+# How a wrong fn may combine x, its pair partner and the tables, besides x cos + rot(x) sin
+# with rot(x) = (-y, x) in each pair (x, y):
+_FORMS = {
+    "cos_sin_swapped": "x sin + rot(x) cos",
+    "sin_sign_second": "rot(x) = (-y, -x)",
+    "sin_sign_first": "rot(x) = (y, x)",
+}
+_CACHE_LENGTHS = (512, 1024, 2048, 4096)  # cos/sin caches a position may wrap or clamp at
 
 
 @dataclass(frozen=True)
@@ -122,6 +136,9 @@ class _Candidate:
     sign: int  # +1 counter-clockwise, -1 clockwise
     shift: int  # position m turned by m + shift
     ignores_positions: bool  # arange(T) in place of the positions
+    form: str = "rotation"  # or one of _FORMS: how cos, sin and the pair partner combine
+    position_map: tuple[str, int] | None = None  # ("wrap" | "clamp", length of the cache)
+    scale: float = 1.0  # the output multiplied by it
 
 
 def check_rope(
@@ -159,8 +176,17 @@ def check_rope(
     * ``"rotation in the wrong direction"``: clockwise, by :math:`-m\theta_k`;
     * ``"wrong exponent"``, ``"wrong base"`` (with the base the angles fit),
       ``"wrong frequencies"`` (with those measured);
+    * ``"rotated twice"``, ``"frequency ladder reversed"``, ``"frequencies
+      inverted"``, ``"every pair turns at 1 radian per position"`` (integer
+      division in the exponents);
+    * ``"only the leading half of the head turns"`` (or quarter): partial rotary
+      where full RoPE was claimed;
     * ``"positions off by one"``: position ``m`` turned by ``m + 1`` or ``m - 1``;
     * ``"ignores the positions passed"``: ``arange(T)`` used in their place;
+    * ``"cos and sin swapped"``; ``"sin's sign wrong in one member of each pair"``;
+    * ``"positions wrapped at L"`` or ``"positions clamped at L - 1"``: a cos/sin
+      cache of ``L`` rows (512 to 4096) indexed modulo its length or clamped;
+    * ``"output scaled by c"``;
     * ``"(B, T) positions mishandled"``: right with ``(T,)`` positions only;
     * ``"angles computed in half precision"``: right at small positions, off
       more and more at large ones, within what float16 or bfloat16 rounding of
@@ -200,6 +226,7 @@ def check_rope(
     names = tuple(case.name for case in cases)
     results: list[_Result] = []
     dtype_problem = None
+    wrong_dtype: list[str] = []
     with torch.no_grad():
         for case in cases:
             try:
@@ -209,6 +236,8 @@ def check_rope(
             checked = _checked_output(out, case)
             if isinstance(checked, str):
                 return RopeCheck(False, checked, math.inf, names, (case.name,))
+            if checked.dtype != case.x.dtype:
+                wrong_dtype.append(case.name)
             if checked.dtype != case.x.dtype and dtype_problem is None:
                 dtype_problem = (
                     f"wrong output dtype: fn returned {checked.dtype} for {case.x.dtype} x "
@@ -227,7 +256,8 @@ def check_rope(
             diagnosis += f"; also {dtype_problem}"
         return RopeCheck(False, diagnosis, max_error, names, failed)
     if dtype_problem is not None:
-        return RopeCheck(False, dtype_problem, max_error, names, ())
+        problem = f"{dtype_problem} (on {len(wrong_dtype)} of {len(cases)} cases)"
+        return RopeCheck(False, problem, max_error, names, tuple(wrong_dtype))
     tried = (
         f"d = {', '.join(map(str, dims))}; {', '.join(_dtype_name(d) for d in dtypes)}; "
         f"positions (T,), offset by {_OFFSET}, (B, T), up to {_FAR[-1]}"
@@ -356,9 +386,10 @@ def _diagnose(results: list[_Result], layout: Layout, base: float) -> str:
     return (
         f"unrecognised difference: fn differs from apply_rope(layout={layout!r}, "
         f"base={base:g}) on {len(failed)} of {len(results)} cases, by up to {worst.error:.2g} "
-        f"of max |x| ({worst.case.name}), and no known bug reproduces it (layouts, "
-        "cos/sin expansion, direction, exponent, base or frequencies, positions shifted, "
-        "ignored or (B, T), half-precision angles)"
+        f"of max |x| ({worst.case.name}; first failing: {failed[0].case.name}), and no "
+        "known bug reproduces it (layouts, cos/sin expansion or swap, direction, sin's "
+        "sign, exponent, base or frequencies, partial rotation, positions shifted, "
+        "ignored, wrapped, clamped or (B, T), scaling, half-precision angles)"
     )
 
 
@@ -376,6 +407,20 @@ def _reproduction(results: list[_Result], layout: Layout, base: float) -> _Candi
             bugs = len(_bugs(candidate, layout))
             if bugs:  # the candidate without bugs is the reference, which fn failed
                 ranked.append((bugs, rank, candidate))
+    ladder = hypotheses[0]
+    extras = [
+        *(_Candidate(ladder, layout, layout, 1, 0, False, form=form) for form in _FORMS),
+        *(
+            _Candidate(ladder, layout, layout, 1, 0, False, position_map=(kind, length))
+            for kind in ("wrap", "clamp")
+            for length in _CACHE_LENGTHS
+        ),
+        *(
+            _Candidate(ladder, layout, layout, 1, 0, False, scale=scale)
+            for scale in _measured_scale(results)
+        ),
+    ]
+    ranked += [(1, len(hypotheses) + i, candidate) for i, candidate in enumerate(extras)]
     ranked.sort(key=lambda item: item[:2])
     ordered = sorted(results, key=lambda r: r.passed)  # failures first: they rule out most
     for _, _, candidate in ranked:
@@ -390,21 +435,33 @@ def _reproduction(results: list[_Result], layout: Layout, base: float) -> _Candi
 
 def _candidate_output(candidate: _Candidate, case: _Case) -> torch.Tensor:
     """``x cos + rotate(x) sin`` as the candidate writes it, in float64: ``(B, H, T, d)``."""
-    x = case.x.to(torch.float64)
-    dim = x.shape[-1]
+    full = case.x.to(torch.float64)
+    theta = candidate.frequencies.theta[full.shape[-1]]
+    rotating = 2 * theta.numel()  # fewer than d when only the leading features turn
+    x = full[..., :rotating]
     positions = torch.arange(_SEQ) if candidate.ignores_positions else case.broadcast
+    if candidate.position_map is not None:
+        kind, length = candidate.position_map
+        positions = positions % length if kind == "wrap" else positions.clamp(max=length - 1)
     angles = rotation_angles(
-        candidate.sign * (positions + candidate.shift),
-        dim,
-        theta=candidate.frequencies.theta[dim],
-    )  # (..., T, d/2)
+        candidate.sign * (positions + candidate.shift), rotating, theta=theta
+    )  # (..., T, r/2)
     if candidate.table == "half":
         table = torch.cat((angles, angles), -1)
     else:
-        table = angles.repeat_interleave(2, -1)  # (..., T, d)
-    pairs = read_pairs(x, candidate.pairs)  # (B, H, T, d/2): x_a + i x_b
-    rotated = write_pairs(pairs * 1j, candidate.pairs)  # (-x_b, x_a) in every pair
-    return x * table.cos() + rotated * table.sin()
+        table = angles.repeat_interleave(2, -1)  # (..., T, r)
+    pairs = read_pairs(x, candidate.pairs)  # (B, H, T, r/2): x_a + i x_b
+    if candidate.form == "sin_sign_second":  # (-x_b, -x_a)
+        partner = write_pairs(-pairs.conj() * 1j, candidate.pairs)
+    elif candidate.form == "sin_sign_first":  # (x_b, x_a)
+        partner = write_pairs(pairs.conj() * 1j, candidate.pairs)
+    else:
+        partner = write_pairs(pairs * 1j, candidate.pairs)  # (-x_b, x_a) in every pair
+    cos, sin = table.cos(), table.sin()
+    if candidate.form == "cos_sin_swapped":
+        cos, sin = sin, cos
+    turned = candidate.scale * (x * cos + partner * sin)
+    return torch.cat((turned, full[..., rotating:]), -1)
 
 
 def _bugs(candidate: _Candidate, layout: Layout) -> list[str]:
@@ -449,7 +506,54 @@ def _bugs(candidate: _Candidate, layout: Layout) -> list[str]:
             f"t·θ_k whatever positions says (wrong for arange(T) + {_OFFSET} and for (B, T) "
             "rows): build the angles from positions"
         )
+    if candidate.form == "cos_sin_swapped":
+        bugs.append(
+            "cos and sin swapped: fn computes x·sin + rotate(x)·cos where RoPE is "
+            "x·cos + rotate(x)·sin (position 0 must leave x as it is, and it does not): "
+            "check which table is which where cos and sin are unpacked or cached"
+        )
+    elif candidate.form in ("sin_sign_second", "sin_sign_first"):
+        second = candidate.form == "sin_sign_second"
+        wrote = "(x cos - y sin, y cos - x sin)" if second else "(x cos + y sin, y cos + x sin)"
+        partner = "(-x2, -x1)" if second else "(x2, x1)"
+        bugs.append(
+            "sin's sign wrong in one member of each pair: fn turns a pair (x, y) into "
+            f"{wrote} where RoPE gives (x cos - y sin, y cos + x sin); that is no rotation "
+            f"(it changes lengths). The pair partner must be (-x2, x1), not {partner}: "
+            "rotate_half(x) is cat((-x2, x1)), and -sin goes with the first member only"
+        )
+    if candidate.position_map is not None:
+        kind, length = candidate.position_map
+        what = (
+            f"wrapped at {length}: fn turns position m by (m mod {length})·θ_k, as a cos/sin "
+            f"cache of {length} rows indexed modulo its length does"
+            if kind == "wrap"
+            else f"clamped at {length - 1}: fn turns every position past {length - 1} by "
+            f"{length - 1}·θ_k, as a cos/sin cache of {length} rows indexed with clamping does"
+        )
+        bugs.append(
+            f"positions {what}: right up to position {length - 1}, wrong beyond; build the "
+            "tables for the largest position + 1 (or recompute them when a longer sequence "
+            "arrives)"
+        )
+    if candidate.scale != 1.0:
+        bugs.append(
+            f"output scaled by {candidate.scale:.4g}: fn turns every pair by the right angle "
+            "but multiplies the result by that factor (an attention factor, 1/sqrt(d) or a "
+            "norm folded into the rotation?); RoPE keeps lengths: leave scaling to attention"
+        )
     return bugs
+
+
+def _measured_scale(results: list[_Result]) -> list[float]:
+    """The factor by which ``fn``'s outputs are longer than the reference's, read off the
+    most precise ``arange(T)`` case, when it differs from 1 (an empty list otherwise)."""
+    best = max(
+        (r for r in results if r.case.kind == "arange"),
+        key=lambda r: torch.finfo(r.case.x.dtype).bits,
+    )
+    scale = float(best.output.norm() / best.case.reference.norm())
+    return [scale] if math.isfinite(scale) and abs(scale - 1) > 1e-3 else []
 
 
 def _frequency_hypotheses(
@@ -479,6 +583,30 @@ def _frequency_hypotheses(
             "wrong exponent: θ_k = base^(-2(k+1)/d) (k counted from 1) where RoPE's is "
             "base^(-2k/d): pair 0 must turn by 1 radian per position",
         ),
+        _Frequencies(
+            {d: 2 * frequencies(d, base) for d in dims},
+            "rotated twice: fn turns pair k by 2m·θ_k, RoPE applied twice (R_m R_m = R_2m): "
+            "in the attention and again outside it, or to a tensor that was rotated "
+            "already; apply it once",
+        ),
+        _Frequencies(
+            {d: frequencies(d, base).flip(0) for d in dims},
+            "frequency ladder reversed: pair 0 turns slowest, at base^(-(d-2)/d), and the "
+            "last pair fastest, at 1 radian per position; RoPE's pair k turns at "
+            "base^(-2k/d), pair 0 fastest (did a flip or a descending arange creep in?)",
+        ),
+        _Frequencies(
+            ladder(lambda k, d: -2 * k / d),
+            "frequencies inverted: θ_k = base^(+2k/d) where RoPE's is base^(-2k/d) = "
+            "1 / base^(2k/d): inv_freq is one over base ** (arange(0, d, 2) / d)",
+        ),
+        _Frequencies(
+            {d: torch.ones(d // 2, dtype=torch.float64) for d in dims},
+            "every pair turns at 1 radian per position: the exponents 2k/d came out 0, as "
+            "integer division gives (arange(0, d, 2) // d, or an int tensor divided in "
+            "integer arithmetic); divide in floating point",
+        ),
+        *_partial_hypotheses(dims, base),
     ]
     measured = [_measured_frequencies(results, pairs) for pairs in LAYOUTS]
     for omega in measured:
@@ -510,8 +638,42 @@ def _frequency_hypotheses(
     return distinct
 
 
+def _partial_hypotheses(dims: list[int], base: float) -> list[_Frequencies]:
+    """Only the leading features turning: half of them on a ladder for d/2 (as partial
+    rotary recomputes it) or on RoPE's first d/4 frequencies, or a quarter on a ladder for
+    d/4; each gives the frequencies ``(r/2,)`` of the ``r`` leading features (see
+    :func:`_candidate_output`)."""
+    if not all(d % 8 == 0 for d in dims):
+        return []
+    shares: list[tuple[str, str, int, dict[int, torch.Tensor]]] = [
+        ("half", "on a ladder for d/2", 2, {d: frequencies(d // 2, base) for d in dims}),
+        (
+            "half",
+            "with RoPE's first d/4 frequencies",
+            2,
+            {d: frequencies(d, base)[: d // 4] for d in dims},
+        ),
+        ("quarter", "on a ladder for d/4", 4, {d: frequencies(d // 4, base) for d in dims}),
+    ]
+    return [
+        _Frequencies(
+            theta,
+            f"only the leading {share} of the head turns: fn rotates the first d/{part} "
+            f"features, {how}, and passes the others through: partial rotary (GPT-NeoX's "
+            "rotary_pct, HF's partial_rotary_factor) where full RoPE was claimed; rotate all "
+            "d features, or, if the model is partial rotary, build "
+            f"Rope(d, base, rotary_dim=d // {part})",
+        )
+        for share, how, part, theta in shares
+    ]
+
+
 def _same(a: _Frequencies, b: _Frequencies) -> bool:
-    return all(torch.allclose(a.theta[d], b.theta[d], rtol=1e-9, atol=0.0) for d in a.theta)
+    return all(
+        a.theta[d].shape == b.theta[d].shape
+        and torch.allclose(a.theta[d], b.theta[d], rtol=1e-9, atol=0.0)
+        for d in a.theta
+    )
 
 
 def _measured_frequencies(results: list[_Result], pairs: Layout) -> dict[int, torch.Tensor]:

@@ -77,6 +77,26 @@ def meta_rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) -
     return torch.view_as_real(turned).flatten(-2).to(x.dtype)
 
 
+def meta_rope_theta(x: torch.Tensor, positions: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
+    """Meta's form with any frequencies ``(d/2,)``."""
+    angles = per_batch(positions.double()[..., None] * theta.double(), positions)
+    z = torch.view_as_complex(x.double().reshape(*x.shape[:-1], -1, 2).contiguous())
+    turned = z * torch.polar(torch.ones_like(angles), angles)
+    return torch.view_as_real(turned).flatten(-2).to(x.dtype)
+
+
+def swapped_rope(
+    x: torch.Tensor,
+    positions: torch.Tensor,
+    expand: str = "cat",
+    rotate: Callable[[torch.Tensor], torch.Tensor] = rotate_half,
+) -> torch.Tensor:
+    """``x sin + rotate(x) cos``: the tables unpacked in the wrong order."""
+    angles = per_batch(positions.float()[..., None] * inv_freq(x.shape[-1]), positions)
+    emb = torch.cat((angles, angles), -1) if expand == "cat" else angles.repeat_interleave(2, -1)
+    return x * emb.sin().to(x.dtype) + rotate(x) * emb.cos().to(x.dtype)
+
+
 def exponents_rope(exponents: Callable[[int], torch.Tensor]) -> Fn:
     """``reader_rope`` with frequencies ``10000 ** -exponents(d)``."""
     return lambda x, p: reader_rope(x, p, freqs=10000.0 ** -exponents(x.shape[-1]))
@@ -188,7 +208,84 @@ PLANTED: dict[str, tuple[Fn, Layout, str]] = {
         "half",
         "angles computed in half precision",
     ),
-    "not-rope": (lambda x, p: 2 * hf_rope(x, p), "half", "unrecognised difference"),
+    "sin-sign-in-the-second-half": (
+        lambda x, p: reader_rope(
+            x, p, rotate=lambda y: torch.cat((-y.chunk(2, -1)[1], -y.chunk(2, -1)[0]), -1)
+        ),
+        "half",
+        "sin's sign wrong in one member of each pair: fn turns a pair (x, y) into "
+        "(x cos - y sin, y cos - x sin)",
+    ),
+    "sin-sign-in-the-first-half": (
+        lambda x, p: reader_rope(
+            x, p, rotate=lambda y: torch.cat((y.chunk(2, -1)[1], y.chunk(2, -1)[0]), -1)
+        ),
+        "half",
+        "sin's sign wrong in one member of each pair: fn turns a pair (x, y) into "
+        "(x cos + y sin, y cos + x sin)",
+    ),
+    "cos-sin-swapped": (swapped_rope, "half", "cos and sin swapped"),
+    "cos-sin-swapped-interleaved": (
+        lambda x, p: swapped_rope(x, p, expand="repeat", rotate=rotate_every_two),
+        "interleaved",
+        "cos and sin swapped",
+    ),
+    "half-of-the-head-only": (
+        lambda x, p: torch.cat(
+            (hf_rope(x[..., : x.shape[-1] // 2], p), x[..., x.shape[-1] // 2 :]), -1
+        ),
+        "half",
+        "only the leading half of the head turns: fn rotates the first d/2 features, on a "
+        "ladder for d/2",
+    ),
+    "half-of-the-pairs-only": (
+        lambda x, p: torch.cat(
+            (
+                meta_rope_theta(
+                    x[..., : x.shape[-1] // 2], p, inv_freq(x.shape[-1])[: x.shape[-1] // 4]
+                ),
+                x[..., x.shape[-1] // 2 :],
+            ),
+            -1,
+        ),
+        "interleaved",
+        "only the leading half of the head turns: fn rotates the first d/2 features, with "
+        "RoPE's first d/4 frequencies",
+    ),
+    "positions-wrapped": (
+        lambda x, p: hf_rope(x, p % 2048),
+        "half",
+        "positions wrapped at 2048: fn turns position m by (m mod 2048)",
+    ),
+    "positions-clamped": (
+        lambda x, p: meta_rope(x, p.clamp(max=4095)),
+        "interleaved",
+        "positions clamped at 4095",
+    ),
+    "rotated-twice": (lambda x, p: hf_rope(hf_rope(x, p), p), "half", "rotated twice"),
+    "ladder-reversed": (
+        lambda x, p: reader_rope(x, p, freqs=inv_freq(x.shape[-1]).flip(0)),
+        "half",
+        "frequency ladder reversed",
+    ),
+    "frequencies-inverted": (  # in float64: float32 angles of 8191 * 7500 are noise
+        lambda x, p: meta_rope_theta(
+            x, p, 10000.0 ** (torch.arange(0, x.shape[-1], 2, dtype=torch.float64) / x.shape[-1])
+        ),
+        "interleaved",
+        "frequencies inverted: θ_k = base^(+2k/d)",
+    ),
+    "integer-exponents": (
+        exponents_rope(lambda d: torch.arange(0, d, 2) // d),
+        "half",
+        "every pair turns at 1 radian per position",
+    ),
+    "output-scaled": (lambda x, p: 2 * hf_rope(x, p), "half", "output scaled by 2:"),
+    "not-rope": (
+        lambda x, p: hf_rope(x, p) + 0.1 * x.flip(-1),
+        "half",
+        "unrecognised difference",
+    ),
 }
 
 
@@ -216,6 +313,13 @@ def test_the_permutation_missing_when_porting_weights_is_named_with_its_remedy()
         return hf_rope(x[..., perm], positions)[..., torch.argsort(perm)]
 
     assert check_rope(ported, "interleaved").ok
+
+
+def test_a_wrong_output_dtype_alone_lists_the_cases_it_failed() -> None:
+    report = check_rope(lambda x, p: hf_rope(x.double(), p), "half")
+    assert not report.ok and report.diagnosis.startswith("wrong output dtype")
+    assert report.failed and all("float64" not in case for case in report.failed)
+    assert len(report.failed) == 16 and "(on 16 of 24 cases)" in report.diagnosis
 
 
 def test_several_bugs_are_named_together() -> None:
