@@ -303,3 +303,61 @@ def format_timings(timings: Sequence[Timing]) -> str:
                 f"{low:11.2f} / {mid:7.2f} / {high:7.2f}  {copy:7.2f}  {hf:6.2f}"
             )
     return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class TargetRow:
+    """The speed targets at one input: medians over repeats of per-repeat ratios, with their
+    spread (min, max), for ``apply_rope`` in each layout against Hugging Face's
+    ``x cos + rotate_half(x) sin``, and the interleaved form against a copy."""
+
+    shape: tuple[int, int, int, int]  # (B, H, T, d)
+    interleaved_vs_hf: tuple[float, float, float]
+    half_vs_hf: tuple[float, float, float]
+    interleaved_vs_copy: tuple[float, float, float]
+
+
+def target_row(timings: Sequence[Timing], shape: tuple[int, int, int, int]) -> TargetRow:
+    """:class:`TargetRow` from the timings of one length (those of :func:`time_rope_forms`)."""
+    at_length = {t.name: t for t in timings if t.seq_len == shape[2]}
+    missing = {REFERENCE, HALF, HF, COPY} - set(at_length)
+    if missing:
+        raise ValueError(f"the timings at T = {shape[2]} lack {sorted(missing)}")
+
+    def ratios(form: str, yardstick: str) -> tuple[float, float, float]:
+        mine, theirs = at_length[form].samples, at_length[yardstick].samples
+        return _spread([a / b for a, b in zip(mine, theirs, strict=True)])
+
+    return TargetRow(shape, ratios(REFERENCE, HF), ratios(HALF, HF), ratios(REFERENCE, COPY))
+
+
+HF_TARGET = 1.05
+"""``apply_rope`` in either layout: at most this multiple of Hugging Face's formula."""
+COPY_TARGET = 2.0
+"""The interleaved layout: at most this multiple of a copy, from ``T >= COPY_TARGET_FROM``."""
+COPY_TARGET_FROM = 512
+
+
+def format_targets(rows: Sequence[TargetRow]) -> str:
+    """A plain-text table of the targets: each ratio's median [min, max] over repeats, and
+    whether the median meets its target (``-`` where none applies)."""
+
+    def cell(spread: tuple[float, float, float], target: float | None) -> str:
+        low, mid, high = spread
+        verdict = "-" if target is None else ("yes" if mid <= target else "NO")
+        return f"{mid:5.2f} [{low:4.2f}, {high:4.2f}] {verdict:>3s}"
+
+    lines = [
+        f"{'(B, H, T, d)':>20s}  {'interleaved / HF':>22s}  {'half / HF':>22s}  "
+        f"{'interleaved / copy':>22s}",
+        f"{'target':>20s}  {'<= ' + str(HF_TARGET):>22s}  {'<= ' + str(HF_TARGET):>22s}  "
+        f"{f'<= {COPY_TARGET:g} from T = {COPY_TARGET_FROM}':>22s}",
+    ]
+    for row in rows:
+        copy_target = COPY_TARGET if row.shape[2] >= COPY_TARGET_FROM else None
+        lines.append(
+            f"{row.shape!s:>20s}  {cell(row.interleaved_vs_hf, HF_TARGET):>22s}  "
+            f"{cell(row.half_vs_hf, HF_TARGET):>22s}  "
+            f"{cell(row.interleaved_vs_copy, copy_target):>22s}"
+        )
+    return "\n".join(lines)

@@ -11,14 +11,17 @@ from helpers import random_features
 from rope_lessons import benchmark
 from rope_lessons.benchmark import (
     COPY,
+    HALF,
     HF,
     LOOP,
     REFERENCE,
     Timing,
+    format_targets,
     format_timings,
     hf_apply_rotary,
     hf_cos_sin,
     hf_rotate_half,
+    target_row,
     time_in_turn,
     time_rope_forms,
 )
@@ -85,6 +88,26 @@ def test_table_ratios_to_copy_and_hf_are_medians_of_same_repeat_ratios() -> None
     row = format_timings(timings).splitlines()[1].split()
     assert row[-2:] == ["4.00", "2.00"]  # x copy: 2, 4, 9; x HF: 0.5, 2, 3
     assert format_timings(timings[:2]).splitlines()[1].split()[-2:] == ["nan", "2.00"]
+
+
+def test_the_targets_divide_within_each_repeat_and_judge_the_median() -> None:
+    timings = [
+        Timing(REFERENCE, 512, (2.0, 4.0, 9.0), (1.0, 1.0, 1.0)),
+        Timing(HALF, 512, (4.0, 4.0, 4.0), (0.44, 1.0, 2.0)),
+        Timing(HF, 512, (4.0, 2.0, 3.0), (0.33, 0.5, 2.0)),
+        Timing(COPY, 512, (1.0, 1.0, 1.0), (0.11, 0.25, 0.5)),
+    ]
+    row = target_row(timings, (1, 8, 512, 64))
+    assert row.interleaved_vs_hf == (0.5, 2.0, 3.0)
+    assert row.half_vs_hf == (1.0, 4 / 3, 2.0)
+    assert row.interleaved_vs_copy == (2.0, 4.0, 9.0)
+    table = format_targets([row, target_row(timings, (1, 8, 512, 64))]).splitlines()
+    assert table[2].split()[-12:] == ["2.00", "[0.50,", "3.00]", "NO", "1.33", "[1.00,", "2.00]",
+                                      "NO", "4.00", "[2.00,", "9.00]", "NO"]  # fmt: skip
+    short = [Timing(t.name, 128, t.samples, t.ratios) for t in timings]
+    assert format_targets([target_row(short, (1, 8, 128, 64))]).splitlines()[2].endswith("-")
+    with pytest.raises(ValueError, match="lack"):
+        target_row(timings[:2], (1, 8, 512, 64))
 
 
 def test_benchmark_refuses_a_form_that_computes_something_else(
