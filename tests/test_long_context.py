@@ -501,6 +501,23 @@ def test_above_chance_reads_the_interval_against_one_in_26() -> None:
         bench.above_chance([0.5])
 
 
+def test_above_chance_widens_its_interval_for_a_family() -> None:
+    from rope_lessons.experiments import summarise, t_quantile
+    from rope_lessons.sweeps import ch08_benchmark as bench
+
+    # mean 0.055, 95% half-width 0.011 (t 3.18, sem 0.0035): above 1/26 alone; for 13
+    # readings each at 1 - 0.05/13 (t 8.16, half-width 0.029) the interval reaches below it
+    accuracies = [0.05, 0.06, 0.048, 0.062]
+    summary = summarise(accuracies)
+    assert summary.mean - summary.half_width > 1 / 26
+    assert summary.mean - t_quantile(1 - 0.05 / 13, 3) * summary.sem < 1 / 26
+    assert bench.above_chance(accuracies) == "above chance"
+    assert bench.above_chance(accuracies, family=13) == "not resolved from chance"
+    assert bench.above_chance(accuracies, family=1) == bench.above_chance(accuracies)
+    with pytest.raises(ValueError, match="family"):
+        bench.above_chance(accuracies, family=0)
+
+
 def test_the_induction_head_is_the_one_on_the_source_in_the_window() -> None:
     from rope_lessons.experiments import RunResult
     from rope_lessons.sweeps import ch08_benchmark as bench

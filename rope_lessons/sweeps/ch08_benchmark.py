@@ -43,6 +43,7 @@ from typing import Any, Literal
 
 import torch
 
+from rope_lessons._checks import check_positive_int
 from rope_lessons.attention import Local
 from rope_lessons.experiments import Analyse, Run, RunResult, make_run, summarise
 from rope_lessons.extension import (
@@ -393,14 +394,18 @@ def induction_head(result: RunResult) -> tuple[int, int]:
     )
 
 
-def above_chance(accuracies: Sequence[float]) -> str:
+def above_chance(accuracies: Sequence[float], family: int = 1) -> str:
     """Whether copy accuracies over seeds are resolved above chance (1/26): the words a page
-    may use, from the mean and its 95% t interval. ``"above chance"`` if the interval lies
-    above 1/26, ``"below chance"`` if below, else ``"not resolved from chance"``."""
+    may use, from the mean and its t interval, 95% for a ``family`` of readings tested
+    against chance together (Bonferroni: each at ``1 - 0.05 / family``). ``"above chance"``
+    if the interval lies above 1/26, ``"below chance"`` if below, else ``"not resolved
+    from chance"``."""
+    check_positive_int(family, "family")
     summary = summarise(accuracies)
     if summary.n < 2:
         raise ValueError(f"need at least two seeds, got {summary.n}")
-    low, high = summary.mean - summary.half_width, summary.mean + summary.half_width
+    half = summary.half_width_at(1 - 0.05 / family)
+    low, high = summary.mean - half, summary.mean + half
     if low > CHANCE_ACCURACY:
         return "above chance"
     if high < CHANCE_ACCURACY:
