@@ -171,11 +171,21 @@ def _ladder_key(dim: int, base: float, p: float) -> tuple[float, ...]:
     return tuple(frequencies(dim, base, p=p).tolist())
 
 
+@lru_cache(maxsize=256, typed=True)
+def _checked_ladder_key(dim: int, base: float, p: float) -> tuple[float, ...]:
+    """:func:`_ladder_key` after the checks, remembered per argument (and type): a call
+    with the same numbers skips them (microseconds count on short inputs)."""
+    return _ladder_key(check_even_dim(dim), check_base(base), check_fraction(p))
+
+
 def _theta_key(dim: int, base: float, p: float, theta: torch.Tensor | None) -> tuple[float, ...]:
-    """A hashable copy of the frequency vector, the key of the table caches."""
+    """A hashable copy of the frequency vector, the key of the table caches; ``base`` and
+    ``p`` checked (and refused beside ``theta`` unless they keep their defaults)."""
     if theta is None:
+        if all(type(value) in (int, float) for value in (dim, base, p)):
+            return _checked_ladder_key(dim, base, p)
         return _ladder_key(check_even_dim(dim), check_base(base), check_fraction(p))
-    return tuple(resolve_theta(dim, base, p, theta).tolist())
+    return tuple(resolve_theta(dim, check_base(base), check_fraction(p), theta).tolist())
 
 
 def _angle_dtype(device: torch.device) -> torch.dtype:
@@ -423,8 +433,10 @@ def rotate_complex(x: torch.Tensor, phase: torch.Tensor) -> torch.Tensor:
     Returns:
         Tensor ``(..., T, d)`` in the dtype of ``x``.
     """
-    pairs = x.unflatten(-1, (-1, 2))  # (..., T, d/2, 2)
-    viewable = pairs.storage_offset() % 2 == 0 and all(s % 2 == 0 for s in pairs.stride()[:-1])
+    pairs = x.view(*x.shape[:-1], -1, 2) if x.is_contiguous() else x.unflatten(-1, (-1, 2))
+    viewable = pairs.storage_offset() % 2 == 0 and (
+        x.is_contiguous() or all(s % 2 == 0 for s in pairs.stride()[:-1])
+    )  # (..., T, d/2, 2)
     if not viewable:  # view_as_complex needs even strides and offset
         pairs = pairs.clone(memory_format=torch.contiguous_format)
     return torch.view_as_real(torch.view_as_complex(pairs) * phase).flatten(-2)
@@ -544,7 +556,7 @@ def apply_rope(
     """
     x = check_features(x)
     layout = check_layout(layout)
-    key = _theta_key(x.shape[-1], check_base(base), check_fraction(p), theta)
+    key = _theta_key(x.shape[-1], base, p, theta)
     return _along(x, seq_dim, lambda seq_last: _checked_kernel(seq_last, positions, key, layout))
 
 
@@ -591,11 +603,11 @@ def _rope_kernel(
         Tensor of the shape and dtype of ``x``.
     """
     compute_dtype = _compute_dtype(x)
-    x_compute = x.to(compute_dtype)
+    x_compute = x if x.dtype == compute_dtype else x.to(compute_dtype)
     if positions is None:
         if layout == "interleaved":
             phase = _cached_phase(x.shape[-2], theta_key, x.device, compute_dtype)
-            return rotate_complex(x_compute, phase).to(x.dtype)
+            return _as_dtype(rotate_complex(x_compute, phase), x.dtype)
         cos, sin = _cached_cos_sin(x.shape[-2], theta_key, x.device, compute_dtype)
     else:
         angle_dtype = _angle_dtype(x.device)
@@ -603,10 +615,22 @@ def _rope_kernel(
         angles = positions.to(x.device, angle_dtype).unsqueeze(-1) * theta  # (..., T, d/2)
         cos, sin = _cos_sin_from_angles(angles, compute_dtype)
     if layout == "interleaved":
-        return rotate_complex(x_compute, torch.complex(cos, sin)).to(x.dtype)
-    # one buffer written in place by the kernel: no cat, no temporaries
-    pairs = _turn_stacked(*split_pairs(x_compute, layout), cos, sin)  # (..., T, 2, d/2)
-    return pairs.flatten(-2).to(x.dtype)
+        return _as_dtype(rotate_complex(x_compute, torch.complex(cos, sin)), x.dtype)
+    x1, x2 = split_pairs(x_compute, layout)  # (..., T, d/2) each
+    if torch.is_grad_enabled() and (x.requires_grad or cos.requires_grad):
+        pairs = _turn_stacked(x1, x2, cos, sin)  # (..., T, 2, d/2), with a backward
+        return _as_dtype(pairs.flatten(-2), x.dtype)
+    # the positions broadcast to x's (checked): one buffer of x's shape, written in place
+    # by the kernel, its halves the two members of every pair; no cat, no temporaries
+    turned = torch.empty(x_compute.shape, dtype=compute_dtype, device=x.device)
+    first, second = turned.chunk(2, dim=-1)
+    _turn_into(x1, x2, cos, sin, first, second)
+    return _as_dtype(turned, x.dtype)
+
+
+def _as_dtype(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``x`` in ``dtype``, without a call when it is in it already (microseconds count)."""
+    return x if x.dtype == dtype else x.to(dtype)
 
 
 def score_at_distance(
