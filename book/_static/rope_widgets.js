@@ -508,7 +508,9 @@
       head.appendChild(el("th", {}, name));
     });
     table.appendChild(head);
-    box.appendChild(table);
+    var scroller = el("div", { class: "rope-scroll" });  // scrolls sideways on a phone
+    scroller.appendChild(table);
+    box.appendChild(scroller);
     var rebuildRows = function (d) {
       while (table.rows.length > 1) table.deleteRow(1);
       METHODS.forEach(function (method) {

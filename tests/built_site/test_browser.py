@@ -83,6 +83,38 @@ return {
 };
 """
 
+# The sizes every page is measured at: a desktop and a phone (CSS pixels).
+SIZES = ((1280, 900), (390, 844))
+
+# How the page lays out at the current size: its width against the viewport's, the
+# display equations that neither fit their box nor scroll inside it, the widget
+# controls and values outside the viewport, and where each figure image links to.
+LAYOUT = """
+const vw = document.documentElement.clientWidth;
+const scrolls = (e) => e && ["auto", "scroll"].includes(getComputedStyle(e).overflowX)
+    && e.getBoundingClientRect().right <= vw + 1;
+const clipped = [...document.querySelectorAll('mjx-container[display="true"]')].filter((m) => {
+  const math = m.querySelector("mjx-math");
+  const fits = !math || (math.getBoundingClientRect().width <= m.clientWidth + 1
+      && m.getBoundingClientRect().right <= vw + 1);
+  return !(fits || scrolls(m) || scrolls(m.closest("div.math")));
+}).map((m) => m.textContent.slice(0, 60));
+const offscreen = [...document.querySelectorAll(
+    ".rope-widget input, .rope-widget select, .rope-widget output, .rope-widget dd")]
+  .filter((e) => { const r = e.getBoundingClientRect(); return r.left < -1 || r.right > vw + 1; })
+  .map((e) => e.getAttribute("data-in") || e.getAttribute("data-out") || e.tagName);
+return {
+  viewport: vw,
+  width: document.documentElement.scrollWidth,
+  clipped: clipped,
+  offscreen: offscreen,
+  figures: [...document.querySelectorAll(
+      ".bd-article figure img, .bd-article div.cell_output img")].map((i) => ({
+    src: i.currentSrc || i.src,
+    link: i.closest("a") ? i.closest("a").href : null})),
+};
+"""
+
 # Raw TeX that escaped MathJax: display or inline delimiters, or a $...$ span
 # with a TeX command in it (code, pre and typeset math are removed first).
 RAW_TEX = re.compile(r"\$\$|\\\(|\\\)|\\\[|\\\]|\$[^$\n]*\\[A-Za-z]+[^$\n]*\$")
@@ -98,6 +130,7 @@ class Page:
     seen: dict[str, Any]
     requests: list[str] = field(default_factory=list)
     console_errors: list[str] = field(default_factory=list)
+    layouts: dict[int, dict[str, Any]] = field(default_factory=dict)  # by viewport width
 
 
 def _requests_from_performance_log(driver: Any) -> list[str]:
@@ -112,15 +145,16 @@ def _requests_from_performance_log(driver: Any) -> list[str]:
     return urls
 
 
-def _screenshot(driver: Any, path: str) -> None:
-    """Save a full-page PNG of the current page under _build/screenshots/."""
+def _screenshot(driver: Any, path: str, suffix: str = "") -> None:
+    """Save a full-page PNG of the current page under _build/screenshots/ (``suffix``
+    before ``.png`` names the size when it is not the desktop one)."""
     size = driver.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]
     clip = {"x": 0, "y": 0, "width": size["width"], "height": min(size["height"], 20000)}
     shot = driver.execute_cdp_cmd(
         "Page.captureScreenshot",
         {"format": "png", "captureBeyondViewport": True, "clip": clip | {"scale": 1}},
     )
-    target = SCREENSHOTS / (path.removesuffix(".html").replace("/", "__") + ".png")
+    target = SCREENSHOTS / (path.removesuffix(".html").replace("/", "__") + suffix + ".png")
     target.write_bytes(base64.b64decode(shot["data"]))
 
 
@@ -142,8 +176,12 @@ def crawl(browser: Any, server: str) -> dict[str, Page]:
         page.console_errors = [
             e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"
         ]
-        if path in toc_pages:
-            _screenshot(browser, path)
+        for width, height in SIZES:
+            browser.set_window_size(width, height)
+            page.layouts[width] = browser.execute_script(LAYOUT)
+            if path in toc_pages:
+                _screenshot(browser, path, "" if width == SIZES[0][0] else f"__{width}px")
+        browser.set_window_size(*SIZES[0])
         pages[path] = page
     return pages
 
@@ -324,3 +362,55 @@ def test_screenshots_of_every_page_of_the_table_of_contents(crawl: dict[str, Pag
         shot = SCREENSHOTS / (f.replace("/", "__") + ".png")
         assert shot.stat().st_size > 10_000, shot
     assert (SITE / "index.html").exists()
+    for f in toc_files():  # and at the phone's size
+        shot = SCREENSHOTS / (f.replace("/", "__") + f"__{SIZES[1][0]}px.png")
+        assert shot.stat().st_size > 10_000, shot
+
+
+def test_no_page_is_wider_than_the_screen(crawl: dict[str, Page]) -> None:
+    """Wide tables, equations and code scroll inside their own boxes, at both sizes."""
+    wide = [
+        f"{path} at {width} px: {layout['width']} px wide"
+        for path, page in crawl.items()
+        for width, layout in page.layouts.items()
+        if layout["width"] > layout["viewport"]
+    ]
+    assert not wide, wide
+    assert all(set(page.layouts) == {w for w, _ in SIZES} for page in crawl.values())
+
+
+def test_display_equations_fit_or_scroll(crawl: dict[str, Page]) -> None:
+    clipped = [
+        f"{path} at {width} px: {layout['clipped']}"
+        for path, page in crawl.items()
+        for width, layout in page.layouts.items()
+        if layout["clipped"]
+    ]
+    assert not clipped, clipped
+
+
+def test_widget_controls_and_values_are_on_screen(crawl: dict[str, Page]) -> None:
+    offscreen = [
+        f"{path} at {width} px: {layout['offscreen']}"
+        for path, page in crawl.items()
+        for width, layout in page.layouts.items()
+        if layout["offscreen"]
+    ]
+    assert not offscreen, offscreen
+
+
+def test_figures_open_at_full_size(crawl: dict[str, Page]) -> None:
+    """On a phone a figure's text is small: every figure links to its own image file."""
+    figures = [f for page in crawl.values() for f in page.layouts[SIZES[0][0]]["figures"]]
+    assert len(figures) > 20  # the notebooks' figures are there
+    unlinked = [f["src"] for f in figures if f["link"] is None]
+    assert not unlinked, unlinked[:5]
+
+
+def test_the_bibliography_shows_no_tex_and_whole_names(crawl: dict[str, Page]) -> None:
+    text = crawl["book/bibliography.html"].seen["text"]
+    assert not re.search(r"\\[A-Za-z]+", text), re.findall(r".{30}\\[A-Za-z]+.{30}", text)
+    assert "Quesnelle, J" in text or "Jeffrey Quesnelle" in text
+    assert "Jeffrey)" not in text
+    labels = re.findall(r"^\s*\[([^\]]+)\]\s*$", text, re.M)
+    assert labels and all(label.isdigit() for label in labels), labels[:5]
