@@ -51,6 +51,9 @@ Side = Literal["query", "key"]
 Fill = Literal["zero", "mean"]
 SIDES: tuple[Side, ...] = ("query", "key")
 FILLS: tuple[Fill, ...] = ("zero", "mean")
+ALL_POSITIONS = slice(None)  # every token's features are replaced
+FIRST_KEPT = slice(1, None)  # every token's but the first's (an attention sink's)
+FIRST_ONLY = slice(0, 1)  # the first token's alone
 
 
 def check_drop(drop: torch.Tensor, shape: tuple[int, int, int]) -> torch.Tensor:
@@ -98,13 +101,15 @@ def replacing_pairs(
     *,
     means: torch.Tensor | None = None,
     offset: int = 0,
+    positions: slice = ALL_POSITIONS,
 ) -> Iterator[None]:
     """Within the block, each projection's output loses the chosen pairs (zero or mean).
 
     A forward hook on ``projections[l]`` overwrites, in its output
-    ``(B, T, features)``, the features ``offset + pair_columns(drop[l])``:
-    with 0 where ``means`` is None, else with ``means[l]``'s values at those
-    features. The hooks are removed afterwards whatever happens.
+    ``(B, T, features)``, the features ``offset + pair_columns(drop[l])`` at
+    the token positions ``positions``: with 0 where ``means`` is None, else
+    with ``means[l]``'s values at those features. The hooks are removed
+    afterwards whatever happens.
 
     Args:
         projections: one module per layer whose output holds the side's heads
@@ -114,6 +119,10 @@ def replacing_pairs(
         means: ``(L, H, D)`` mean vectors (mean-ablation), or None (zero-ablation).
         offset: where the heads start in the output (the keys of a fused
             query-key-value projection start after the queries).
+        positions: the token positions replaced, every one by default;
+            ``slice(1, None)`` keeps the first token's features intact
+            (:data:`FIRST_KEPT`), ``slice(0, 1)`` replaces only them
+            (:data:`FIRST_ONLY`).
     """
     if means is not None and tuple(means.shape) != (*drop.shape[:2], rope.dim):
         raise ValueError(
@@ -125,7 +134,7 @@ def replacing_pairs(
         def hook(_module: nn.Module, _inputs: Any, output: torch.Tensor) -> torch.Tensor:
             replaced = output.clone()
             where = columns.to(output.device)
-            replaced[..., where] = 0.0 if values is None else values.to(output)
+            replaced[:, positions, where] = 0.0 if values is None else values.to(output)
             return replaced
 
         return hook

@@ -49,6 +49,7 @@ from typing import Any
 import torch
 
 from rope_lessons.ablation import (
+    ALL_POSITIONS,
     Fill,
     Side,
     check_drop,
@@ -312,6 +313,7 @@ class Pretrained:
         side: Side = "query",
         fill: Fill = "zero",
         means: torch.Tensor | None = None,
+        positions: slice = ALL_POSITIONS,
     ) -> Iterator[None]:
         """Within the block, the chosen rotary pairs of the queries (or keys) are zero or
         their means (see :mod:`rope_lessons.ablation`).
@@ -333,13 +335,16 @@ class Pretrained:
             means: ``(L, H, D)`` or ``(L, H_kv, D)``, the side's mean unrotated
                 vectors, e.g. :func:`~rope_lessons.ablation.projection_means` of
                 :meth:`layer_qkv` of the evaluated tokens.
+            positions: the token positions whose pairs are replaced, all by default;
+                :data:`~rope_lessons.ablation.FIRST_KEPT` leaves the first token's
+                intact, :data:`~rope_lessons.ablation.FIRST_ONLY` replaces only them.
         """
         check_side_and_fill(side, fill, means)
         heads = self.n_heads if side == "query" else self.n_kv_heads
         chosen = check_drop(drop, (self.n_layers, heads, self.head_dim // 2))
         name = "q_proj" if side == "query" else "k_proj"
         projections = [getattr(layer.self_attn, name) for layer in self.layers]
-        with replacing_pairs(projections, chosen, self.rope, means=means):
+        with replacing_pairs(projections, chosen, self.rope, means=means, positions=positions):
             yield
 
     def quantised_projections(self) -> list[torch.nn.Linear]:

@@ -16,6 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rope_lessons.ablation import (
+    ALL_POSITIONS,
+    FIRST_KEPT,
+    FIRST_ONLY,
     AblationSet,
     ablation_costs,
     cost_table,
@@ -24,6 +27,7 @@ from rope_lessons.ablation import (
     pairs_ablated,
     projection_means,
     quarter_sets,
+    replacing_pairs,
 )
 from rope_lessons.experiments import held_out
 from rope_lessons.model import ModelConfig, TinyTransformer
@@ -97,6 +101,31 @@ def test_mean_ablation_puts_exactly_the_means_in_place() -> None:
         )
         torch.testing.assert_close(ablated[1][index][:, 1], intact[1][index][:, 1])
         torch.testing.assert_close(ablated[0].q, intact[0].q)
+
+
+def test_positions_choose_the_tokens_whose_pairs_are_replaced() -> None:
+    """FIRST_KEPT replaces every token's pair but the first's, FIRST_ONLY the first's
+    alone; the two together replace what the default replaces."""
+    model = _model("half")
+    query_means, _ = projection_means(model.layer_qkv(TOKENS))
+    drop = torch.zeros(2, 2, 8, dtype=torch.bool)
+    drop[1, 1, 5] = True
+    dims = pair_dims(model.config.rope)[5]  # type: ignore[arg-type]
+    projections = [attention_of(model, layer).qkv for layer in range(2)]
+    rope = model.config.rope
+    assert rope is not None
+    with torch.no_grad():
+        intact = model.layer_qkv(TOKENS)[1].q[:, 1, :, dims]  # (B, T, 2)
+        read = {}
+        for name, where in (("all", ALL_POSITIONS), ("kept", FIRST_KEPT), ("only", FIRST_ONLY)):
+            with replacing_pairs(projections, drop, rope, means=query_means, positions=where):
+                read[name] = model.layer_qkv(TOKENS)[1].q[:, 1, :, dims]
+    mean = query_means[1, 1, dims].expand_as(intact)
+    torch.testing.assert_close(read["all"], mean)
+    torch.testing.assert_close(read["kept"][:, 0], intact[:, 0])
+    torch.testing.assert_close(read["kept"][:, 1:], mean[:, 1:])
+    torch.testing.assert_close(read["only"][:, 0], mean[:, 0])
+    torch.testing.assert_close(read["only"][:, 1:], intact[:, 1:])
 
 
 def test_mean_ablation_of_a_constant_pair_changes_nothing() -> None:
