@@ -157,11 +157,32 @@
     return node;
   }
 
-  // A labelled control: a range input, or a select when `options` is given.
+  // Text that may hold TeX between \( and \): typeset by the page's MathJax (see typeset).
+  function texEl(tag, attrs, text) {
+    var node = el(tag, attrs, text);
+    node.classList.add("mathjax_process");
+    return node;
+  }
+
+  // Typeset the TeX of a widget's labels once MathJax is ready (it may load after us).
+  function typeset(box) {
+    var tries = 0;
+    (function attempt() {
+      var mj = window.MathJax;
+      if (mj && mj.startup && mj.startup.promise && mj.typesetPromise) {
+        mj.startup.promise.then(function () { return mj.typesetPromise([box]); });
+      } else if (tries++ < 200) {
+        setTimeout(attempt, 50);
+      }
+    })();
+  }
+
+  // A labelled control: a range input, or a select when `options` is given; a note under
+  // it says when the control changes nothing at the present settings (see inert()).
   function control(box, id, spec, onChange) {
     var row = el("div", { class: "rope-widget-row" });
     var inputId = id + "-" + spec.name;
-    row.appendChild(el("label", { for: inputId }, spec.label));
+    row.appendChild(texEl("label", { for: inputId }, spec.label));
     var input;
     if (spec.options) {
       input = el("select", { id: inputId, "data-in": spec.name });
@@ -178,17 +199,42 @@
     var shown = el("output", { for: inputId, class: "rope-widget-value" });
     row.appendChild(input);
     row.appendChild(shown);
+    var note = el("p", { class: "rope-widget-note", id: inputId + "-note", hidden: "" });
+    row.appendChild(note);
+    input.setAttribute("aria-describedby", note.id);
     box.appendChild(row);
     input.addEventListener("input", onChange);
     input.addEventListener("change", onChange);
-    return { input: input, shown: shown };
+    return { input: input, shown: shown, note: note };
+  }
+
+  // Say under a control why it changes nothing now (or hide the note): `why` or "".
+  function inert(ctrl, why) {
+    ctrl.note.textContent = why;
+    if (why) ctrl.note.removeAttribute("hidden");
+    else ctrl.note.setAttribute("hidden", "");
+  }
+
+  // "1 radian", "2 radians".
+  function plural(text, word) {
+    return text + " " + (text === "1" ? word : word + "s");
+  }
+
+  // A legend: one entry per [class, TeX-able text], the class giving the colour and mark.
+  function legend(box, entries) {
+    var node = texEl("p", { class: "rope-widget-legend" });
+    entries.forEach(function (entry) {
+      node.appendChild(el("span", { class: "rope-key " + entry[0] }, entry[1] + " "));
+    });
+    box.appendChild(node);
+    return node;
   }
 
   function outputs(box, names) {
     var table = el("dl", { class: "rope-widget-out" });
     var cells = {};
     names.forEach(function (pair) {
-      table.appendChild(el("dt", {}, pair[1]));
+      table.appendChild(texEl("dt", {}, pair[1]));
       cells[pair[0]] = el("dd", { "data-out": pair[0] });
       table.appendChild(cells[pair[0]]);
     });
@@ -199,7 +245,7 @@
   // A line chart: series = [{points: [[x, y], ...], cls}], axes linear or log.
   function chart(svg, series, opts) {
     while (svg.firstChild) svg.removeChild(svg.firstChild);
-    var W = 520, H = 220, left = 66, bottom = 28, top = 8, right = 10;
+    var W = 520, H = 236, left = 66, bottom = 36, top = 8, right = 26;
     svg.setAttribute("viewBox", "0 0 " + W + " " + H);
     var tx = opts.logX ? Math.log10 : function (v) { return v; };
     var ty = opts.logY ? Math.log10 : function (v) { return v; };
@@ -230,17 +276,45 @@
         }).join(" ") }));
       }
     });
-    var label = function (text, x, y, anchor) {
-      var t = svgEl("text", { x: x, y: y, "text-anchor": anchor || "middle", class: "rope-plot-label" });
+    var label = function (text, x, y, anchor, cls) {
+      var t = svgEl("text", { x: x, y: y, "text-anchor": anchor || "middle",
+        class: "rope-plot-label" + (cls ? " " + cls : "") });
       t.textContent = text;
       svg.appendChild(t);
     };
-    label(opts.xLabel, (left + W - right) / 2, H - 6);
-    label(fmt(opts.logX ? Math.pow(10, x0) : x0), left, H - 14, "start");
-    label(fmt(opts.logX ? Math.pow(10, x1) : x1), W - right, H - 14, "end");
-    label(fmt(opts.logY ? Math.pow(10, y1) : y1), left - 4, top + 10, "end");
-    label(fmt(opts.logY ? Math.pow(10, y0) : y0), left - 4, H - bottom, "end");
-    return { X: X, Y: Y };
+    var tick = function (x1, y1, x2, y2) {
+      svg.appendChild(svgEl("line", { x1: x1, y1: y1, x2: x2, y2: y2, class: "rope-plot-tick" }));
+    };
+    ticks(x0, x1, opts.logX).forEach(function (v) {
+      var x = X(opts.logX ? Math.pow(10, v) : v);
+      tick(x, H - bottom, x, H - bottom + 4);
+      label(fmt(opts.logX ? Math.pow(10, v) : v), x, H - bottom + 14, "middle", "rope-tick-x");
+    });
+    ticks(y0, y1, opts.logY).forEach(function (v) {
+      var y = Y(opts.logY ? Math.pow(10, v) : v);
+      tick(left - 4, y, left, y);
+      label(fmt(opts.logY ? Math.pow(10, v) : v), left - 6, y + 4, "end", "rope-tick-y");
+    });
+    label(opts.xLabel, (left + W - right) / 2, H - 2);
+    return { X: X, Y: Y, top: top, bottom: H - bottom };
+  }
+
+  // Tick positions on an axis from lo to hi (in log10 units when `log`): whole decades on
+  // a log axis (every other one when there are many), else 1, 2 or 5 times a power of ten.
+  function ticks(lo, hi, log) {
+    var out = [], v;
+    if (log) {
+      var every = hi - lo > 8 ? 2 : 1;
+      for (v = Math.ceil(lo); v <= hi + 1e-9; v += every) out.push(v);
+      return out.length ? out : [lo, hi];
+    }
+    var raw = (hi - lo) / 4, power = Math.pow(10, Math.floor(Math.log10(raw)));
+    var step = [1, 2, 5, 10].map(function (m) { return m * power; })
+      .filter(function (st) { return st >= raw; })[0];
+    for (v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) {
+      out.push(Math.abs(v) < step * 1e-9 ? 0 : v);
+    }
+    return out;
   }
 
   // ---- the widgets ----------------------------------------------------------
@@ -269,13 +343,17 @@
       c.log_base.shown.textContent = fmt(base);
       c.d.shown.textContent = d;
       c.pair.shown.textContent = k;
+      var still = k === 0 ? "At pair 0, θ₀ = 1 whatever the base and d: choose k > 0 to "
+        + "see this control act." : "";
+      inert(c.log_base, still);
+      inert(c.d, still);
       c.m.shown.textContent = m;
       c.n.shown.textContent = n;
       out.theta.textContent = fmt(theta);
       out.wavelength.textContent = fmt(TAU / theta);
       out.score.textContent = fmt(score);
       out.score_at_offset.textContent = fmt(shifted);
-      summary.textContent = "Pair " + k + " turns by " + fmt(theta) + " radians per position. "
+      summary.textContent = "Pair " + k + " turns by " + plural(fmt(theta), "radian") + " per position. "
         + "The query at " + m + " and the key at " + n + " score " + fmt(score)
         + "; moved to positions 0 and " + (n - m) + " they score " + fmt(shifted)
         + ": the score depends only on the offset.";
@@ -287,21 +365,21 @@
       });
     };
     [
-      { name: "log_base", label: "log10 base", min: 1, max: 7, step: 0.1, value: 4 },
-      { name: "d", label: "head dimension d", min: 4, max: 256, step: 2, value: 64 },
-      { name: "pair", label: "pair k", min: 0, max: 31, step: 1, value: 0 },
-      { name: "m", label: "query position m", min: 0, max: 100, step: 1, value: 5 },
-      { name: "n", label: "key position n", min: 0, max: 100, step: 1, value: 2 },
+      { name: "log_base", label: "base (log scale)", min: 1, max: 7, step: 0.1, value: 4 },
+      { name: "d", label: "head dimension \\(d\\)", min: 4, max: 256, step: 2, value: 64 },
+      { name: "pair", label: "pair \\(k\\)", min: 0, max: 31, step: 1, value: 0 },
+      { name: "m", label: "query position \\(m\\)", min: 0, max: 100, step: 1, value: 5 },
+      { name: "n", label: "key position \\(n\\)", min: 0, max: 100, step: 1, value: 2 },
     ].forEach(function (spec) { c[spec.name] = control(box, id, spec, update); });
     var svg = svgEl("svg", { class: "rope-plot rope-plot-square", role: "img",
       "aria-label": "The query (blue) and the key (orange) of one pair on the unit circle" });
     box.appendChild(svg);
-    var legend = el("p", { class: "rope-widget-legend" });
-    legend.appendChild(el("span", { class: "rope-key rope-m0" }, "— query pair, turned by mθ_k "));
-    legend.appendChild(el("span", { class: "rope-key rope-m1" }, "— key pair, turned by nθ_k"));
-    box.appendChild(legend);
-    var out = outputs(box, [["theta", "θ_k"], ["wavelength", "wavelength 2π/θ_k"],
-      ["score", "score q_m · k_n"], ["score_at_offset", "score at positions 0 and n − m"]]);
+    legend(box, [["rope-m0", "— query pair, turned by \\(m\\theta_k\\)"],
+      ["rope-m1", "— key pair, turned by \\(n\\theta_k\\)"]]);
+    var out = outputs(box, [["theta", "\\(\\theta_k\\)"],
+      ["wavelength", "wavelength \\(2\\pi/\\theta_k\\)"],
+      ["score", "score \\(q_m \\cdot k_n\\)"],
+      ["score_at_offset", "score at positions 0 and \\(n - m\\)"]]);
     var summary = el("p", { class: "rope-widget-summary", "aria-live": "polite" });
     box.appendChild(summary);
     update();
@@ -354,32 +432,45 @@
       out.score.textContent = fmt(score);
       out.bound.textContent = fmt(limit);
       out.score0.textContent = fmt(scoreAtDistance(h, theta, 0));
-      // The bound can stand far above every score: the chart stops at three times the
-      // largest score, and the bound runs off it there (the numbers are not clipped).
-      var cap = 3 * Math.max.apply(null, points.map(function (p) { return Math.abs(p[1]); }));
-      var capped = bound.map(function (p) { return [p[0], Math.min(p[1], cap)]; });
+      inert(c.peak, kind === "peaked" ? "" : "Only the peaked key reads this distance.");
+      // The bound can stand orders of magnitude above every score: the score has a panel
+      // of its own, and the bound is drawn beside |score| on a log scale below it.
       chart(svg, [
-        { points: capped, cls: "rope-bound" },
-        { points: capped.map(function (p) { return [p[0], -p[1]]; }), cls: "rope-bound" },
         { points: points, cls: "rope-q" },
         { points: [[Math.max(r, 1), score]], cls: "rope-read", dots: true },
-      ], { logX: true, xLabel: "distance (log scale); the dot: the distance read" });
+      ], { logX: true, xLabel: "distance (log scale)" });
+      var floor = 1e-3 * Math.max.apply(null, bound.map(function (p) { return p[1]; }));
+      var magnitude = points.map(function (p) { return [p[0], Math.max(Math.abs(p[1]), floor)]; });
+      chart(boundSvg, [
+        { points: bound, cls: "rope-bound" },
+        { points: magnitude, cls: "rope-q" },
+        { points: [[Math.max(r, 1), Math.max(Math.abs(score), floor)]], cls: "rope-read",
+          dots: true },
+      ], { logX: true, logY: true, xLabel: "distance (log scale); |score| and the bound, log scale" });
       summary.textContent = "At distance " + r + " the score is " + fmt(score)
         + " and RoFormer's bound " + fmt(limit) + "; at distance 0 the score is "
         + fmt(scoreAtDistance(h, theta, 0)) + ".";
     };
     [
       { name: "key", label: "key", options: [["ones", "all ones (q = k)"],
-        ["random", "random q and k"], ["peaked", "peaked: k = R_r q"]], value: "ones" },
-      { name: "log_base", label: "log10 base", min: 1, max: 7, step: 0.1, value: 4 },
-      { name: "d", label: "head dimension d", min: 8, max: 256, step: 8, value: 128 },
-      { name: "peak", label: "peak distance r (peaked key)", min: 0, max: 2000, step: 10, value: 100 },
-      { name: "log_far", label: "log10 farthest distance", min: 1, max: 5, step: 0.5, value: 4 },
+        ["random", "random q and k"], ["peaked", "peaked: k = Rᵣ q"]], value: "ones" },
+      { name: "log_base", label: "base (log scale)", min: 1, max: 7, step: 0.1, value: 4 },
+      { name: "d", label: "head dimension \\(d\\)", min: 8, max: 256, step: 8, value: 128 },
+      { name: "peak", label: "peak distance \\(r\\) (peaked key)", min: 0, max: 2000, step: 10,
+        value: 100 },
+      { name: "log_far", label: "farthest distance (log scale)", min: 1, max: 5, step: 0.5,
+        value: 4 },
       { name: "r", label: "distance read", min: 0, max: 10000, step: 1, value: 100 },
     ].forEach(function (spec) { c[spec.name] = control(box, id, spec, update); });
     var svg = svgEl("svg", { class: "rope-plot", role: "img",
-      "aria-label": "Score (blue) and RoFormer's bound (grey, both signs) against distance" });
+      "aria-label": "The score (blue) against distance" });
     box.appendChild(svg);
+    var boundSvg = svgEl("svg", { class: "rope-plot", role: "img",
+      "aria-label": "RoFormer's bound (grey) and the score's size (blue) against distance, "
+        + "log scales" });
+    box.appendChild(boundSvg);
+    legend(box, [["rope-m0", "— the score \\(q^\\top R_{-r}\\, k\\) (above), its size (below)"],
+      ["rope-bound-key", "- - RoFormer's bound"], ["rope-read-key", "● the distance read"]]);
     var out = outputs(box, [["score", "score at the distance read"],
       ["bound", "RoFormer's bound there"], ["score0", "score at distance 0"]]);
     var summary = el("p", { class: "rope-widget-summary", "aria-live": "polite" });
@@ -412,6 +503,9 @@
       c.d.shown.textContent = d;
       c.log2_context.shown.textContent = L;
       c.fraction.shown.textContent = f;
+      c.fraction.input.disabled = mode === "rope";
+      inert(c.fraction, mode === "rope" ? "RoPE turns every pair: the fraction is read by "
+        + "p-RoPE and partial rotary." : "");
       out.kept.textContent = kept;
       out.full.textContent = full;
       out.critical.textContent = critical < 0 ? "none" : critical;
@@ -422,8 +516,8 @@
         { points: partPts, cls: "rope-partial", dots: true },
       ], { logY: true, xLabel: "pair k", extraY: [L - 1] });
       if (critical >= 0) {
-        svg.appendChild(svgEl("line", { x1: axes.X(critical), x2: axes.X(critical), y1: 8,
-          y2: 192, class: "rope-critical" }));
+        svg.appendChild(svgEl("line", { x1: axes.X(critical), x2: axes.X(critical), y1: axes.top,
+          y2: axes.bottom, class: "rope-critical" }));
       }
       summary.textContent = kept + " of " + d / 2 + " pairs turn; " + full
         + " of them complete a turn within a context of " + L + " tokens"
@@ -433,14 +527,19 @@
       { name: "mode", label: "which pairs turn", options: [["rope", "RoPE (all)"],
         ["prope", "p-RoPE (fastest fraction)"], ["partial", "partial rotary (fraction)"]],
         value: "rope" },
-      { name: "fraction", label: "fraction p or f", min: 0.125, max: 1, step: 0.125, value: 0.5 },
-      { name: "log_base", label: "log10 base", min: 1, max: 7, step: 0.1, value: 4 },
-      { name: "d", label: "head dimension d", min: 16, max: 256, step: 16, value: 64 },
-      { name: "log2_context", label: "log2 context length", min: 4, max: 20, step: 0.5, value: 12 },
+      { name: "fraction", label: "fraction \\(p\\) or \\(f\\)", min: 0.125, max: 1, step: 0.125,
+        value: 0.5 },
+      { name: "log_base", label: "base (log scale)", min: 1, max: 7, step: 0.1, value: 4 },
+      { name: "d", label: "head dimension \\(d\\)", min: 16, max: 256, step: 16, value: 64 },
+      { name: "log2_context", label: "context length \\(T\\) (log scale)", min: 4, max: 20,
+        step: 0.5, value: 12 },
     ].forEach(function (spec) { c[spec.name] = control(box, id, spec, update); });
     var svg = svgEl("svg", { class: "rope-plot", role: "img",
       "aria-label": "Wavelength of each pair on a log scale, with the context length as a line" });
     box.appendChild(svg);
+    legend(box, [["rope-full-key", "● turns fully within the context"],
+      ["rope-partial-key", "● turns only partly"], ["rope-bound-key", "- - \\(T - 1\\)"],
+      ["rope-critical-key", "┆ first pair turning only partly"]]);
     var out = outputs(box, [["kept", "pairs that turn"], ["full", "complete a turn in context"],
       ["critical", "first pair turning only partly"], ["slowest", "slowest wavelength"]]);
     var summary = el("p", { class: "rope-widget-summary", "aria-live": "polite" });
@@ -479,27 +578,26 @@
       out.yarn_attention.textContent = fmt(yarnAttentionFactor(s));
       out.dynamic_alpha.textContent = fmt(dynamicAlpha(s, L, length));
       chart(svg, series, { logY: true, xLabel: "pair k", extraY: [1, s] });
-      summary.textContent = "Read " + s + " times further than " + L + " tokens: PI divides "
-        + "every pair by " + s + "; YaRN keeps the fastest pairs and divides the slowest by "
-        + s + ", with attention factor " + fmt(yarnAttentionFactor(s)) + ".";
+      summary.textContent = s === 1
+        ? "With s = 1 no method changes any frequency, and YaRN's attention factor is 1."
+        : "Read " + s + " times further than " + L + " tokens: PI divides every pair's "
+          + "frequency by " + s + "; YaRN keeps the fastest pairs and divides the slowest by "
+          + s + ", with attention factor " + fmt(yarnAttentionFactor(s)) + ".";
     };
     [
-      { name: "factor", label: "extension factor s", min: 1, max: 64, step: 1, value: 8 },
-      { name: "alpha", label: "NTK α", min: 1, max: 128, step: 1, value: 8 },
-      { name: "length", label: "dynamic NTK: length read (× L)", min: 1, max: 64, step: 0.5, value: 4 },
-      { name: "original", label: "trained length L", options: [["2048", "2048"],
+      { name: "factor", label: "extension factor \\(s\\)", min: 1, max: 64, step: 1, value: 8 },
+      { name: "alpha", label: "NTK-aware \\(\\alpha\\)", min: 1, max: 128, step: 1, value: 8 },
+      { name: "length", label: "dynamic NTK: length read (\\(\\times L\\))", min: 1, max: 64,
+        step: 0.5, value: 4 },
+      { name: "original", label: "trained length \\(L\\)", options: [["2048", "2048"],
         ["4096", "4096"], ["8192", "8192"]], value: "4096" },
-      { name: "log_base", label: "log10 base", min: 4, max: 7, step: 0.1, value: 4 },
-      { name: "d", label: "head dimension d", min: 16, max: 256, step: 16, value: 128 },
+      { name: "log_base", label: "base (log scale)", min: 4, max: 7, step: 0.1, value: 4 },
+      { name: "d", label: "head dimension \\(d\\)", min: 16, max: 256, step: 16, value: 128 },
     ].forEach(function (spec) { c[spec.name] = control(box, id, spec, update); });
     var svg = svgEl("svg", { class: "rope-plot", role: "img",
       "aria-label": "Division factor of each pair's frequency, one line per method, log scale" });
     box.appendChild(svg);
-    var legend = el("p", { class: "rope-widget-legend" });
-    METHODS.forEach(function (method, i) {
-      legend.appendChild(el("span", { class: "rope-key rope-m" + i }, "— " + method[1] + " "));
-    });
-    box.appendChild(legend);
+    legend(box, METHODS.map(function (method, i) { return ["rope-m" + i, "— " + method[1]]; }));
     var table = el("table", { class: "rope-widget-table" });
     var head = el("tr");
     head.appendChild(el("th", {}, "θ / θ′ at pair"));
@@ -524,7 +622,7 @@
       });
     };
     var extra = outputs(box, [["yarn_attention", "YaRN attention factor"],
-      ["dynamic_alpha", "dynamic NTK's α at that length"]]);
+      ["dynamic_alpha", "dynamic NTK's \\(\\alpha\\) at that length"]]);
     out.yarn_attention = extra.yarn_attention;
     out.dynamic_alpha = extra.dynamic_alpha;
     var summary = el("p", { class: "rope-widget-summary", "aria-live": "polite" });
@@ -544,7 +642,27 @@
       box.setAttribute("role", "group");
       window.ropeWidgets[id] = make(box, id);
       box.setAttribute("data-ready", "true");
+      typeset(box);
+      skipLink(box, i);
     });
+  }
+
+  // A link at the top of the page's main content (right after the theme's "Skip to main
+  // content") that moves the keyboard focus to the widget's first control, so that a
+  // keyboard reader reaches the figure in four keys: Tab, Enter, Tab, Enter.
+  function skipLink(box, i) {
+    var main = document.getElementById("main-content") || document.querySelector("main");
+    var first = box.querySelector("input, select");
+    if (!main || !first) return;
+    var link = el("a", { class: "rope-skip", href: "#" + box.id, "data-widget-link": box.id },
+      "Skip to the interactive figure" + (i ? " " + (i + 1) : ""));
+    link.addEventListener("click", function (event) {
+      event.preventDefault();
+      box.scrollIntoView();
+      first.focus();
+    });
+    var links = main.querySelectorAll(":scope > a.rope-skip");
+    main.insertBefore(link, links.length ? links[links.length - 1].nextSibling : main.firstChild);
   }
 
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);

@@ -290,3 +290,141 @@ def test_every_widget_answers_the_keyboard_and_says_what_it_shows(
         chosen = selects[0].get_attribute("value")
         selects[0].send_keys(Keys.ARROW_DOWN)
         assert selects[0].get_attribute("value") != chosen
+
+
+# Settings at the ends of every control's range: the numbers still match the package.
+EXTREMES = {
+    "widget-ch03-pair": {"log_base": 7, "d": 256, "pair": 127, "m": 100, "n": 0},
+    "widget-ch05-ladder": {"mode": "partial", "fraction": 0.125, "log_base": 7, "d": 256,
+                           "log2_context": 4},
+}  # fmt: skip
+
+
+def test_the_extremes_of_the_pair_and_ladder_widgets_match_the_package(
+    browser: Any, server: str
+) -> None:
+    pair = EXTREMES["widget-ch03-pair"]
+    box = _open(browser, server, "widget-ch03-pair")
+    _set(browser, box, pair)
+    shown = _shown(browser, box)
+    expected = _pair_values(pair["log_base"], pair["d"], pair["pair"], pair["m"], pair["n"])
+    for name, value in expected.items():
+        _close(shown[name], value, name)
+    ladder = EXTREMES["widget-ch05-ladder"]
+    box = _open(browser, server, "widget-ch05-ladder")
+    _set(browser, box, ladder)
+    shown = _shown(browser, box)
+    values = _ladder_values("partial", 0.125, 7, 256, 4)
+    assert {n: shown[n] for n in ("kept", "full", "critical")} == {
+        n: values[n] for n in ("kept", "full", "critical")
+    }
+
+
+WAIT_FOR_MATH = """
+const done = arguments[arguments.length - 1];
+const box = arguments[0];
+const deadline = Date.now() + 20000;
+(function check() {
+  const typeset = box.querySelectorAll("label mjx-container, dt mjx-container").length;
+  if (typeset > 0 || Date.now() > deadline) done(typeset);
+  else setTimeout(check, 100);
+})();
+"""
+
+
+@pytest.mark.parametrize("widget", list(PAGES))
+def test_every_widget_typesets_its_labels_and_ticks_its_axes(
+    browser: Any, server: str, widget: str
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    box = _open(browser, server, widget)
+    assert browser.execute_async_script(WAIT_FOR_MATH, box) > 0
+    text = box.text
+    assert "\\(" not in text and "\\)" not in text, "TeX left untypeset"
+    assert "log10" not in text and "log2" not in text  # the values shown are the quantities
+    for svg in box.find_elements(By.CSS_SELECTOR, "svg.rope-plot:not(.rope-plot-square)"):
+        assert len(svg.find_elements(By.CSS_SELECTOR, ".rope-tick-x")) >= 3
+        assert len(svg.find_elements(By.CSS_SELECTOR, ".rope-tick-y")) >= 2
+    assert box.find_elements(By.CSS_SELECTOR, ".rope-widget-legend .rope-key")
+
+
+BOUND_INSIDE = """
+const svg = arguments[0].querySelectorAll("svg.rope-plot")[1];
+const frame = svg.querySelector("rect.rope-plot-frame");
+const top = +frame.getAttribute("y"), bottom = top + +frame.getAttribute("height");
+const ys = svg.querySelector("polyline.rope-bound").getAttribute("points").trim().split(" ")
+  .map((p) => +p.split(",")[1]);
+return {inside: ys.every((y) => y >= top - 0.5 && y <= bottom + 0.5), count: ys.length};
+"""
+
+
+def test_the_decay_widget_draws_roformers_bound_inside_its_panel(browser: Any, server: str) -> None:
+    """At the defaults the bound (1309) is ten times the largest score: it has a log panel
+    of its own, and every point of it lies inside that panel's frame."""
+    box = _open(browser, server, "widget-ch04-decay")
+    for key in ("ones", "random", "peaked"):
+        _set(browser, box, {"key": key})
+        drawn = browser.execute_script(BOUND_INSIDE, box)
+        assert drawn["inside"] and drawn["count"] > 100, (key, drawn)
+
+
+def test_controls_that_change_nothing_say_so_and_the_wording_fits_the_number(
+    browser: Any, server: str
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    def note(box: Any, name: str) -> str:
+        text: str = browser.execute_script(
+            "const n = arguments[0].querySelector(`[data-in='${arguments[1]}']`)"
+            ".parentElement.querySelector('.rope-widget-note');"
+            "return n.hidden ? '' : n.textContent;",
+            box,
+            name,
+        )
+        return text
+
+    box = _open(browser, server, "widget-ch03-pair")
+    _set(browser, box, {"pair": 0})
+    assert "whatever the base and d" in note(box, "log_base") and note(box, "d")
+    summary = box.find_element(By.CSS_SELECTOR, ".rope-widget-summary").text
+    assert "turns by 1 radian per position" in summary  # theta_0 = 1: singular
+    _set(browser, box, {"pair": 3})
+    assert note(box, "log_base") == "" and "radians per position" in box.text
+    box = _open(browser, server, "widget-ch05-ladder")
+    _set(browser, box, {"mode": "rope"})
+    fraction = box.find_element(By.CSS_SELECTOR, "[data-in='fraction']")
+    assert not fraction.is_enabled() and "RoPE turns every pair" in note(box, "fraction")
+    _set(browser, box, {"mode": "prope"})
+    assert fraction.is_enabled() and note(box, "fraction") == ""
+    box = _open(browser, server, "widget-ch04-decay")
+    _set(browser, box, {"key": "ones"})
+    assert "Only the peaked key" in note(box, "peak")
+    _set(browser, box, {"key": "peaked"})
+    assert note(box, "peak") == ""
+    box = _open(browser, server, "widget-ch08-extension")
+    _set(browser, box, {"factor": 1})
+    assert "no method changes any frequency" in box.text and "by 1;" not in box.text
+
+
+@pytest.mark.parametrize("widget", list(PAGES))
+def test_the_keyboard_reaches_each_widget_in_four_keys(
+    browser: Any, server: str, widget: str
+) -> None:
+    """Tab to the theme's "Skip to main content", Enter; Tab to "Skip to the interactive
+    figure", Enter: the widget's first control has the focus."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+
+    browser.get(urljoin(server, PAGES[widget]))
+    active = "return document.activeElement"
+    for key in (Keys.TAB, Keys.ENTER, Keys.TAB):
+        ActionChains(browser).send_keys(key).perform()
+    link = browser.execute_script(active)
+    assert link.get_attribute("data-widget-link") == widget, link.get_attribute("outerHTML")
+    ActionChains(browser).send_keys(Keys.ENTER).perform()
+    focused = browser.execute_script(active)
+    assert focused.get_attribute("data-in") is not None
+    assert browser.execute_script("return arguments[0].closest('.rope-widget').id", focused) == (
+        widget
+    )
