@@ -19,7 +19,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from typing import Any
-from urllib.parse import unquote, urldefrag, urljoin, urlsplit
+from urllib.parse import quote, unquote, urldefrag, urljoin, urlsplit
 
 import pytest
 
@@ -355,6 +355,33 @@ def test_search_finds_rotary(browser: Any, server: str) -> None:
     )
     targets = {urldefrag(r.get_attribute("href"))[0].removeprefix(server) for r in results}
     assert targets & {f"{f}.html" for f in toc_files()}
+
+
+# Each chapter's subject, and the page a search for it must list first: the chapter
+# holds the subject's main index entry (and wins a tie with the glossary, see
+# book/_static/search_scorer.js).
+SUBJECTS = {
+    "p-RoPE": "book/05_frequencies.html",
+    "VO-RoPE": "book/06_vo_rope.html",
+    "YaRN": "book/08_beyond_trained_length.html",
+    "NoPE": "book/01_no_order.html",
+    "critical pair": "book/08_beyond_trained_length.html",
+}
+
+
+@pytest.mark.parametrize("subject", list(SUBJECTS))
+def test_search_lists_the_chapter_of_a_subject_first(
+    browser: Any, server: str, subject: str
+) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.get(urljoin(server, "search.html?q=" + quote(subject)))
+    results = WebDriverWait(browser, 30).until(
+        lambda d: d.find_elements(By.CSS_SELECTOR, "#search-results ul.search li a")
+    )
+    first = urldefrag(results[0].get_attribute("href"))[0].removeprefix(server)
+    assert first == SUBJECTS[subject], [r.get_attribute("href") for r in results[:5]]
 
 
 def test_screenshots_of_every_page_of_the_table_of_contents(crawl: dict[str, Page]) -> None:
