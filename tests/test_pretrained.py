@@ -22,6 +22,13 @@ from rope_lessons.attention import attention
 from rope_lessons.decay import qkv_distance_profile
 from rope_lessons.extension import scaled_frequencies
 from rope_lessons.layouts import head_permutation
+from rope_lessons.pretrained_ablations import (
+    READINGS,
+    ablation_sets,
+    first_token_weight,
+    load_ablations,
+    validation_windows,
+)
 from rope_lessons.pretrained_long import (
     PASSKEY_NEEDLE,
     PasskeyPrompt,
@@ -283,6 +290,28 @@ def test_a_stored_long_context_pass_reproduces(model: pretrained.Pretrained) -> 
     text = Task("text", "pi", 1024, 2)  # the first 1024 positions of the stored pass
     bins = run_task(model, text, texts=documents(model))["bins"]
     torch.testing.assert_close(torch.tensor(bins[:3]), stored.text("pi")[2, :3], atol=1e-3, rtol=0)
+
+
+@needs_weights
+def test_a_stored_ablation_window_reproduces(model: pretrained.Pretrained) -> None:
+    """The first stored window (the notebook's): its intact loss, one cost of each
+    key-side reading and the first token's attention weight, live."""
+    stored = load_ablations()
+    window = validation_windows(model)[:1]  # (1, 512)
+    assert model.loss(window) == pytest.approx(float(stored.intact()[0]), abs=1e-3)
+    layers = model.layer_qkv(window)
+    _, key_means = projection_means(layers)
+    sets = ablation_sets()
+    for reading, index in (("mean_key_first_kept", 2), ("mean_key_first_only", 3)):
+        _, fill, where = READINGS[reading]
+        with model.pairs_ablated(
+            sets[index].drop, side="key", fill=fill, means=key_means, positions=where
+        ):
+            live = model.loss(window) - float(stored.intact()[0])
+        saved = stored.costs(reading, sets[index].name)[0, 0]
+        assert live == pytest.approx(float(saved), abs=2e-3)
+    weight = first_token_weight(layers, model.rope)
+    torch.testing.assert_close(weight, stored.first_weight()[0], atol=2e-3, rtol=0)
 
 
 @needs_weights
