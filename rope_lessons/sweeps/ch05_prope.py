@@ -45,7 +45,7 @@ Model and budget. A character model on the course corpus (``CharCorpus()``),
 width 64, 2 layers, 32 windows of 64 characters per step, 1600 steps. The
 budget comes from a pilot (one seed, RoPE base 100 and p = 0.25): held-out
 loss at 64 of 2.248 / 1.807 / 1.725 / 1.702 after 10% / 50% / 80% / 100% of a
-1600-step run (seed 1: 1.709 -> 1.689 over the last fifth), final 1.76 (issue 17)
+1600-step run (seed 1: 1.709 -> 1.689 over the last fifth), final 1.76 (an earlier pilot)
 / 1.702 / 1.675 / 1.629 for budgets of 1200 / 1600 / 2000 / 3000 steps: the
 gain per 400 extra steps falls from 0.06 to 0.025 to about 0.02, so 1600 is
 where the curve has flattened. The last fifth of every budget up to 3000 still
