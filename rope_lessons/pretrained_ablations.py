@@ -139,10 +139,11 @@ def run_window(smol: Pretrained, tokens: torch.Tensor) -> dict[str, Any]:
         tokens: long ``(1, T)``.
 
     Returns:
-        ``{"intact": loss, "costs": {reading: [cost per set]}, "first_weight":
-        {"intact" or "mean_key <set>": (L, H) nested lists}}``; a cost is the loss above
-        the intact loss, ``None`` for a key-side reading of a set that differs by head
-        and for a reading of :data:`QUARTERS_ONLY` on a random quarter.
+        A dict with ``"intact"`` (the loss), ``"costs"`` (for each reading, a list of
+        costs, one per set) and ``"first_weight"`` (for ``"intact"`` and for each
+        ``"mean_key <set>"``, nested lists ``(L, H)``); a cost is the loss above the
+        intact loss, ``None`` for a key-side reading of a set that differs by head and
+        for a reading of :data:`QUARTERS_ONLY` on a random quarter.
     """
     intact = smol.loss(tokens)
     layers = smol.layer_qkv(tokens)
