@@ -394,6 +394,16 @@ def test_screenshots_of_every_page_of_the_table_of_contents(crawl: dict[str, Pag
         assert shot.stat().st_size > 10_000, shot
 
 
+def _at_every_size(crawl: dict[str, Page], key: str) -> list[str]:
+    """The pages and sizes whose layout record ``key`` is not empty, with what it holds."""
+    return [
+        f"{path} at {width} px: {layout[key]}"
+        for path, page in crawl.items()
+        for width, layout in page.layouts.items()
+        if layout[key]
+    ]
+
+
 def test_no_page_is_wider_than_the_screen(crawl: dict[str, Page]) -> None:
     """Wide tables, equations and code scroll inside their own boxes, at both sizes."""
     wide = [
@@ -407,22 +417,12 @@ def test_no_page_is_wider_than_the_screen(crawl: dict[str, Page]) -> None:
 
 
 def test_display_equations_fit_or_scroll(crawl: dict[str, Page]) -> None:
-    clipped = [
-        f"{path} at {width} px: {layout['clipped']}"
-        for path, page in crawl.items()
-        for width, layout in page.layouts.items()
-        if layout["clipped"]
-    ]
+    clipped = _at_every_size(crawl, "clipped")
     assert not clipped, clipped
 
 
 def test_widget_controls_and_values_are_on_screen(crawl: dict[str, Page]) -> None:
-    offscreen = [
-        f"{path} at {width} px: {layout['offscreen']}"
-        for path, page in crawl.items()
-        for width, layout in page.layouts.items()
-        if layout["offscreen"]
-    ]
+    offscreen = _at_every_size(crawl, "offscreen")
     assert not offscreen, offscreen
 
 
