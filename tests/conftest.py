@@ -15,7 +15,7 @@ settings.register_profile(
 )
 settings.load_profile("course")
 
-# One CPU thread, as the notebooks run (rope_lessons.runtime.setup): on a busy 2-core
+# One CPU thread, as the notebooks run (rope_lessons.evidence.runtime.setup): on a busy 2-core
 # machine several threads are much slower, and one thread repeats results exactly.
 torch.set_num_threads(1)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from rope_lessons.model import Block, SelfAttention, TinyTransformer
+from rope_lessons.toy.model import Block, SelfAttention, TinyTransformer
 
 # The bases of the comparisons with Hugging Face transformers' rotary tables: RoFormer's and
 # Llama 2's 1e4, Llama 3's 5e5, and Code Llama's and Qwen2's 1e6.

@@ -1,4 +1,4 @@
-"""Pair ablations by zero and by mean (rope_lessons.ablation), on small untrained toys.
+"""Pair ablations by zero and by mean (rope_lessons.chapters.ablation), on small untrained toys.
 
 The hooks must do what chapter 5's weight surgery does where both apply,
 put exactly the means in place of a pair, leave the model as it was
@@ -15,7 +15,8 @@ from helpers import attention_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rope_lessons.ablation import (
+from rope_lessons._checks import Layout
+from rope_lessons.chapters.ablation import (
     ALL_POSITIONS,
     FIRST_KEPT,
     FIRST_ONLY,
@@ -29,11 +30,11 @@ from rope_lessons.ablation import (
     quarter_sets,
     replacing_pairs,
 )
-from rope_lessons.experiments import held_out
-from rope_lessons.model import ModelConfig, TinyTransformer
-from rope_lessons.rope import Layout, Rope
-from rope_lessons.spectrum import ablate_pair_mask, pair_columns, pair_dims
-from rope_lessons.sweep import load_sweep
+from rope_lessons.chapters.spectrum import ablate_pair_mask, pair_columns, pair_dims
+from rope_lessons.evidence.runs import held_out
+from rope_lessons.evidence.training import evaluate
+from rope_lessons.rope.spec import Rope
+from rope_lessons.sweeps import load_sweep
 from rope_lessons.sweeps.ch05_frequencies import CORPUS
 from rope_lessons.sweeps.ch05_mean_ablation import (
     MATCHED_DRAWS,
@@ -41,7 +42,7 @@ from rope_lessons.sweeps.ch05_mean_ablation import (
     ablation_analysis,
     stored_costs,
 )
-from rope_lessons.training import evaluate
+from rope_lessons.toy.model import ModelConfig, TinyTransformer
 
 TOKENS = torch.randint(0, 11, (2, 9), generator=torch.Generator().manual_seed(1))
 

@@ -9,7 +9,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.animation import FuncAnimation
 
-from rope_lessons.animation import offline_jshtml
+from rope_lessons.chapters.animation import offline_jshtml
 
 
 def test_the_player_loads_nothing_from_another_host() -> None:

@@ -9,8 +9,10 @@ import pytest
 import torch
 from helpers import random_features
 
-from rope_lessons.attention import PLACEMENTS, Placement, attention
-from rope_lessons.rope import Layout, Rope, apply_rope, cos_sin
+from rope_lessons._checks import Layout
+from rope_lessons.rope.kernels import apply_rope, cos_sin
+from rope_lessons.rope.spec import Rope
+from rope_lessons.toy.rotary_attention import PLACEMENTS, Placement, attention
 
 B, H, T, D = 2, 3, 7, 8
 

@@ -1,6 +1,6 @@
 """Attention as used in inference: decode steps against a cache, GQA/MQA, the causal mask.
 
-The rules under test (see the docstring of :mod:`rope_lessons.attention`):
+The rules under test (see the docstring of :mod:`rope_lessons.toy.rotary_attention`):
 keys sit at ``0 .. T_k-1`` and queries at the end of them by default; the
 causal mask is by index, aligned with the end of the keys, or by position
 (``k_position <= q_position``) when ``q_positions``/``k_positions`` are given.
@@ -17,12 +17,20 @@ from helpers import random_features
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rope_lessons.attention import PLACEMENTS, Placement, attention, rotate_inputs, rotate_output
-from rope_lessons.rope import Layout, Rope, apply_rope
+from rope_lessons._checks import Layout
+from rope_lessons.rope.kernels import apply_rope
+from rope_lessons.rope.spec import Rope
+from rope_lessons.toy.rotary_attention import (
+    PLACEMENTS,
+    Placement,
+    attention,
+    rotate_inputs,
+    rotate_output,
+)
 
 B, D = 2, 8
 # the module itself: the package's ``attention`` attribute is the function
-attention_module = importlib.import_module("rope_lessons.attention")
+attention_module = importlib.import_module("rope_lessons.toy.rotary_attention")
 
 
 def cache(

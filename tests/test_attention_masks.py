@@ -11,8 +11,8 @@ import pytest
 import torch
 from helpers import random_features
 
-from rope_lessons.attention import Local, attention
-from rope_lessons.rope import Rope
+from rope_lessons.rope.spec import Rope
+from rope_lessons.toy.rotary_attention import Local, attention
 
 B, H, H_KV, T, D = 2, 4, 2, 7, 8
 

@@ -13,20 +13,26 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rope_lessons import _checks as checks
-from rope_lessons.attention import (
+from rope_lessons._checks import Layout
+from rope_lessons.rope.kernels import apply_rope
+from rope_lessons.rope.ladder import frequencies
+from rope_lessons.rope.spec import Rope
+from rope_lessons.toy.rotary_attention import (
     PLACEMENTS,
     Placement,
     attention,
     rotate_inputs,
     rotate_output,
 )
-from rope_lessons.rope import Layout, Rope, apply_rope, frequencies
 
 B, H, T, D = 2, 3, 7, 8
 
 # the package exports functions named like these modules, so import the modules by name
-attention_module = importlib.import_module("rope_lessons.attention")
-rope_module = importlib.import_module("rope_lessons.rope")
+attention_module = importlib.import_module("rope_lessons.toy.rotary_attention")
+# The modules of the rope layer whose names attention's kernel calls.
+rope_modules = [
+    importlib.import_module(f"rope_lessons.rope.{name}") for name in ("kernels", "ladder", "spec")
+]
 
 layouts = st.sampled_from(["interleaved", "half"])
 factors = st.floats(0.25, 4.0)
@@ -193,9 +199,12 @@ def test_positions_and_frequencies_are_checked_once_per_call(
         raise AssertionError("the spec's frequencies were checked again")
 
     monkeypatch.setattr(attention_module, "check_positions", counted)
-    monkeypatch.setattr(rope_module, "check_positions", counted)
-    monkeypatch.setattr(rope_module, "check_theta", refused)
-    monkeypatch.setattr(rope_module, "resolve_theta", refused)
+    for module in rope_modules:
+        if hasattr(module, "check_positions"):
+            monkeypatch.setattr(module, "check_positions", counted)
+        for name in ("check_theta", "resolve_theta"):
+            if hasattr(module, name):
+                monkeypatch.setattr(module, name, refused)
     q, k, v = qkv()
     spec = Rope(D, layout="half")
     attention(q, k, v, placement="qkvo", rope=spec, positions=torch.arange(T) + 3)

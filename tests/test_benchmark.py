@@ -8,8 +8,8 @@ import pytest
 import torch
 from helpers import random_features
 
-from rope_lessons import benchmark
-from rope_lessons.benchmark import (
+from rope_lessons.evidence import benchmark
+from rope_lessons.evidence.benchmark import (
     COPY,
     HALF,
     HF,
@@ -25,7 +25,7 @@ from rope_lessons.benchmark import (
     time_in_turn,
     time_rope_forms,
 )
-from rope_lessons.rope import apply_rope
+from rope_lessons.rope.kernels import apply_rope
 
 
 def test_hf_rotate_half_matches_transformers() -> None:

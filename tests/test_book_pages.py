@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from rope_lessons.rope import frequencies
+from rope_lessons.rope.ladder import frequencies
 
 ROOT = Path(__file__).resolve().parent.parent
 BOOK = ROOT / "book"
@@ -241,16 +241,31 @@ def test_no_control_characters_in_what_readers_read() -> None:
     assert {name: chars for name, chars in damaged.items() if chars} == {}
 
 
-def test_the_api_page_documents_every_public_module() -> None:
-    """book/api.md runs autodoc on each module of the package (a new module must be added
-    there), and the book's configuration loads autodoc and napoleon for it."""
-    page = (BOOK / "api.md").read_text(encoding="utf-8")
-    documented = set(re.findall(r"\.\. automodule:: rope_lessons\.(\w+)", page))
-    modules = {
-        path.stem for path in (ROOT / "rope_lessons").glob("*.py") if not path.stem.startswith("_")
-    }
-    assert modules - documented == set(), f"not on the API page: {sorted(modules - documented)}"
-    assert ".. automodule:: rope_lessons\n" in page  # the top level, its module list
+API_LAYERS = ("rope", "toy", "evidence", "chapters", "real", "sweeps")
+
+
+def test_the_api_pages_document_every_public_module() -> None:
+    """book/api/ has one page per folder of the package, which opens with the folder's
+    docstring and runs autodoc on each of its modules (a new module must be added there);
+    the index documents the top level and links to every page, and the book's
+    configuration loads autodoc and napoleon for them."""
+    package = ROOT / "rope_lessons"
+    assert sorted(path.parent.name for path in package.glob("*/__init__.py")) == sorted(API_LAYERS)
+    assert [path.stem for path in package.glob("*.py") if not path.stem.startswith("_")] == []
+    index = (BOOK / "api" / "index.md").read_text(encoding="utf-8")
+    assert ".. automodule:: rope_lessons\n" in index  # the top level, its list of layers
+    for layer in API_LAYERS:
+        page = (BOOK / "api" / f"{layer}.md").read_text(encoding="utf-8")
+        documented = re.findall(r"\.\. automodule:: (rope_lessons\.[\w.]+)", page)
+        assert documented[0] == f"rope_lessons.{layer}", f"{layer}.md opens with its folder"
+        modules = {
+            f"rope_lessons.{layer}.{path.stem}"
+            for path in (package / layer).glob("*.py")
+            if path.stem == "__main__" or not path.stem.startswith("_")
+        }
+        assert sorted(documented[1:]) == sorted(modules), f"book/api/{layer}.md"
+        assert f"]({layer}.md)" in index
     config = (ROOT / "_config.yml").read_text(encoding="utf-8")
     assert "sphinx.ext.autodoc" in config and "sphinx.ext.napoleon" in config
-    assert "book/api" in (ROOT / "_toc.yml").read_text(encoding="utf-8")
+    toc = (ROOT / "_toc.yml").read_text(encoding="utf-8")
+    assert all(f"file: book/api/{name}\n" in toc for name in ("index", *API_LAYERS))

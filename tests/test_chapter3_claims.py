@@ -12,9 +12,10 @@ from pathlib import Path
 
 import torch
 
-from rope_lessons.precision import angle_error, round_to_dtype
-from rope_lessons.rope import apply_rope, frequencies
-from rope_lessons.rope2d import mixed_frequencies
+from rope_lessons.rope.kernels import apply_rope
+from rope_lessons.rope.ladder import frequencies
+from rope_lessons.rope.precision import angle_error, round_to_dtype
+from rope_lessons.rope.rope2d import mixed_frequencies
 
 PAGE = Path(__file__).resolve().parents[1] / "book" / "03_deriving_rope.md"
 

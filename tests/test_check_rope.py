@@ -14,9 +14,10 @@ import pytest
 import torch
 
 import rope_lessons
-from rope_lessons.layouts import head_permutation
-from rope_lessons.rope import Layout, apply_rope
-from rope_lessons.rope_check import RopeCheck, check_rope
+from rope_lessons._checks import Layout
+from rope_lessons.rope.check import RopeCheck, check_rope
+from rope_lessons.rope.kernels import apply_rope
+from rope_lessons.toy.layouts import head_permutation
 
 Fn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 

@@ -13,19 +13,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rope_lessons
-from rope_lessons.attention import PLACEMENTS, Placement, attention, rotate_inputs, rotate_output
-from rope_lessons.model import ModelConfig, TinyTransformer
-from rope_lessons.rope import (
-    Layout,
-    Rope,
-    apply_rope,
-    apply_rope_complex,
-    apply_rope_loop,
-    cos_sin,
-    frequencies,
-    rotate,
-    rotation_matrix,
-    score_at_distance,
+from rope_lessons._checks import Layout
+from rope_lessons.rope.forms import apply_rope_complex, apply_rope_loop, rotation_matrix
+from rope_lessons.rope.kernels import apply_rope, cos_sin, rotate, score_at_distance
+from rope_lessons.rope.ladder import frequencies
+from rope_lessons.rope.spec import Rope
+from rope_lessons.toy.model import ModelConfig, TinyTransformer
+from rope_lessons.toy.rotary_attention import (
+    PLACEMENTS,
+    Placement,
+    attention,
+    rotate_inputs,
+    rotate_output,
 )
 
 layouts = st.sampled_from(["interleaved", "half"])

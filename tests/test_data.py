@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import torch
 
-from rope_lessons.corpus import CORPUS_SHA256, CharCorpus, load_text
-from rope_lessons.synthetic import IGNORE, CopyAtLag, PositionModulo, WhichFirst, batch_sampler
+from rope_lessons.toy.corpus import CORPUS_SHA256, CharCorpus, load_text
+from rope_lessons.toy.synthetic import IGNORE, CopyAtLag, PositionModulo, WhichFirst, batch_sampler
 
 
 def test_which_first_targets_name_the_earlier_marker() -> None:

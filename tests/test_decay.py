@@ -12,27 +12,32 @@ from helpers import random_features
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rope_lessons.attention import attention
-from rope_lessons.decay import (
-    MAX_DISTANCE,
+from rope_lessons._checks import Layout
+from rope_lessons.chapters.decay import (
     SUMMARY_NAMES,
-    abel_bound,
-    attention_by_distance,
     decay_numbers,
     decay_run,
     decay_summary,
     distance_profile,
-    expected_score_terms,
     flatten_summary,
-    monte_carlo_score,
     near_minus_far,
-    peaked_key,
-    roformer_bound,
     summary_from_numbers,
 )
-from rope_lessons.model import ModelConfig, TinyTransformer
-from rope_lessons.rope import Layout, Rope, frequencies, read_pairs, score_at_distance
-from rope_lessons.spectrum import pair_dims
+from rope_lessons.chapters.decay_bounds import (
+    MAX_DISTANCE,
+    abel_bound,
+    attention_by_distance,
+    expected_score_terms,
+    monte_carlo_score,
+    peaked_key,
+    roformer_bound,
+)
+from rope_lessons.chapters.spectrum import pair_dims
+from rope_lessons.rope.kernels import read_pairs, score_at_distance
+from rope_lessons.rope.ladder import frequencies
+from rope_lessons.rope.spec import Rope
+from rope_lessons.toy.model import ModelConfig, TinyTransformer
+from rope_lessons.toy.rotary_attention import attention
 
 dims = st.integers(1, 32).map(lambda half: 2 * half)
 bases = st.sampled_from([10.0, 100.0, 10_000.0, 500_000.0])

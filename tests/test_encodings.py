@@ -10,7 +10,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rope_lessons.encodings import (
+from rope_lessons.rope.encodings import (
     SLOW_STRETCH,
     absolute_encoding,
     binary,

@@ -13,28 +13,30 @@ from hypothesis import given
 from hypothesis import strategies as st
 from torch import nn
 
-from rope_lessons.corpus import CharCorpus
-from rope_lessons.experiments import (
+from rope_lessons.evidence.comparisons import (
+    accuracy_by_length,
+    compare_paired,
+    metric_by_length,
+    summarise,
+    t_quantile,
+)
+from rope_lessons.evidence.runs import (
     CHECKPOINTS,
     EVAL_SEED_OFFSET,
     RunResult,
-    accuracy_by_length,
-    compare_paired,
     held_out,
     make_run,
     metric,
-    metric_by_length,
     order_run,
     run_once,
     run_seeds,
     steps_to_reach,
-    summarise,
-    t_quantile,
     train_run,
 )
-from rope_lessons.model import ModelConfig
-from rope_lessons.synthetic import IGNORE, CopyAtLag, WhichFirst, batch_sampler
-from rope_lessons.training import Metrics, evaluate, train
+from rope_lessons.evidence.training import Metrics, evaluate, train
+from rope_lessons.toy.corpus import CharCorpus
+from rope_lessons.toy.model import ModelConfig
+from rope_lessons.toy.synthetic import IGNORE, CopyAtLag, WhichFirst, batch_sampler
 
 
 def test_summary_statistics() -> None:
@@ -407,14 +409,14 @@ def numbers_of(result: RunResult) -> RunResult:
 
 
 def test_paired_extras_and_independent_differences_carry_95_percent_intervals() -> None:
-    from rope_lessons.experiments import (
-        RunResult,
+    from rope_lessons.evidence.comparisons import (
         compare_extras,
         compare_readings,
         difference_of_means,
         paired_differences,
         t_quantile_975,
     )
+    from rope_lessons.evidence.runs import RunResult
 
     results = [
         RunResult("m", seed, [1.0], extra={"a": 1.0, "b": 1.0 + gap})
@@ -486,6 +488,42 @@ def test_the_t_quantile_for_a_family_and_for_no_degrees_of_freedom() -> None:
 def test_t_quantile_grows_with_the_level_and_shrinks_with_the_df(df: int, level: float) -> None:
     assert t_quantile(level, df) < t_quantile(level + 0.0005, df)
     assert t_quantile(level, df + 1) < t_quantile(level, df)
+
+
+def _t_within(t: float, df: int) -> float:
+    """``P(|T| <= t)`` for Student's t with ``df`` degrees of freedom, from the closed form
+    of Abramowitz and Stegun 26.7.3-4 (a finite series for integer ``df``): a reference
+    that shares no code with SciPy."""
+    angle = math.atan(t / math.sqrt(df))
+    cos2 = math.cos(angle) ** 2
+    if df % 2:  # odd: (2/pi) [angle + sin cos (1 + 2/3 cos^2 + 2*4/(3*5) cos^4 + ...)]
+        term, series = 1.0, 1.0 if df > 1 else 0.0
+        for j in range(1, (df - 1) // 2):
+            term *= (2 * j) / (2 * j + 1) * cos2
+            series += term
+        return 2 / math.pi * (angle + math.sin(angle) * math.cos(angle) * series)
+    term, series = 1.0, 1.0  # even: sin (1 + 1/2 cos^2 + 1*3/(2*4) cos^4 + ...)
+    for j in range(1, df // 2):
+        term *= (2 * j - 1) / (2 * j) * cos2
+        series += term
+    return math.sin(angle) * series
+
+
+@given(df=st.integers(1, 60), level=st.floats(0.5, 0.9999))
+def test_t_quantile_leaves_level_within_by_the_closed_form(df: int, level: float) -> None:
+    """Two-sided: ``P(|T| <= q) = level`` by the closed form, for every df of the course
+    (a one-sided quantile, or the wrong df, misses by far more than 1e-12)."""
+    assert _t_within(t_quantile(level, df), df) == pytest.approx(level, abs=1e-12)
+
+
+@given(level=st.floats(0.5, 1 - 0.05 / 10_000))
+def test_t_quantile_at_one_and_two_df_is_the_closed_form(level: float) -> None:
+    """1 df is Cauchy, ``q = tan(pi level / 2)``; 2 df give
+    ``q = level sqrt(2 / (1 - level^2))``."""
+    assert t_quantile(level, 1) == pytest.approx(math.tan(math.pi * level / 2), rel=1e-9)
+    assert t_quantile(level, 2) == pytest.approx(
+        level * math.sqrt(2 / (1 - level * level)), rel=1e-9
+    )
 
 
 def test_a_family_of_comparisons_widens_the_interval_and_the_verdict_says_so() -> None:

@@ -12,28 +12,33 @@ from helpers import HF_BASES, HF_RTOL, attention_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rope_lessons.attention import attention
-from rope_lessons.corpus import CharCorpus
-from rope_lessons.extension import (
-    METHODS,
-    Method,
-    aggregation_sum,
+from rope_lessons._checks import Layout
+from rope_lessons.chapters.extension import (
     attention_entropy,
     band_edges,
     band_losses,
-    base_lower_bound,
-    critical_pair,
     extended,
     fine_tune,
-    log_length_scale,
-    scaled_frequencies,
     token_losses,
+)
+from rope_lessons.evidence.training import evaluate, fixed_batches
+from rope_lessons.rope.kernels import apply_rope
+from rope_lessons.rope.ladder import frequencies
+from rope_lessons.rope.scaled_specs import scaled_frequencies
+from rope_lessons.rope.scaling import (
+    METHODS,
+    Method,
+    aggregation_sum,
+    base_lower_bound,
+    critical_pair,
+    log_length_scale,
     yarn_attention_factor,
 )
-from rope_lessons.model import ModelConfig, TinyTransformer
-from rope_lessons.rope import Layout, Rope, apply_rope, frequencies
-from rope_lessons.synthetic import batch_sampler
-from rope_lessons.training import evaluate, fixed_batches
+from rope_lessons.rope.spec import Rope
+from rope_lessons.toy.corpus import CharCorpus
+from rope_lessons.toy.model import ModelConfig, TinyTransformer
+from rope_lessons.toy.rotary_attention import attention
+from rope_lessons.toy.synthetic import batch_sampler
 
 transformers = pytest.importorskip("transformers")
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS  # noqa: E402

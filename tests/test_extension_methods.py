@@ -13,24 +13,24 @@ from helpers import HF_BASES, HF_RTOL, attention_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rope_lessons.attention import attention
-from rope_lessons.extension import (
+from rope_lessons.chapters.extension import extended
+from rope_lessons.rope.ladder import frequencies
+from rope_lessons.rope.scaled_specs import safe_distances, scaled_frequencies
+from rope_lessons.rope.scaling import (
     EXTENSION_METHODS,
     Ramp,
     aggregation_sum,
     base_lower_bound,
     critical_pair,
     dynamic_ntk_alpha,
-    extended,
     llama3_weight,
     log_length_scale,
-    safe_distances,
-    scaled_frequencies,
     yarn_attention_factor,
     yarn_ramp,
 )
-from rope_lessons.model import ModelConfig, TinyTransformer
-from rope_lessons.rope import Rope, frequencies
+from rope_lessons.rope.spec import Rope
+from rope_lessons.toy.model import ModelConfig, TinyTransformer
+from rope_lessons.toy.rotary_attention import attention
 
 transformers = pytest.importorskip("transformers")
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS  # noqa: E402

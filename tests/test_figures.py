@@ -11,7 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pytest
 
-from rope_lessons.figures import FIGURE_FOLDER, save_figure
+from rope_lessons.chapters.figures import FIGURE_FOLDER, save_figure
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -7,9 +7,14 @@ import dataclasses
 import pytest
 import torch
 
-from rope_lessons.experiments import held_out
-from rope_lessons.model import TinyTransformer
-from rope_lessons.spectrum import ablate_pairs, mean_pair_norms, pair_energy_shares, qkv_pair_norms
+from rope_lessons.chapters.spectrum import (
+    ablate_pairs,
+    mean_pair_norms,
+    pair_energy_shares,
+    qkv_pair_norms,
+)
+from rope_lessons.evidence.runs import held_out
+from rope_lessons.evidence.training import evaluate
 from rope_lessons.sweeps.ch05_frequencies import (
     COPY,
     MATCHED_DRAWS,
@@ -19,7 +24,7 @@ from rope_lessons.sweeps.ch05_frequencies import (
     random_quarters,
     shares_of,
 )
-from rope_lessons.training import evaluate
+from rope_lessons.toy.model import TinyTransformer
 
 CPU = torch.device("cpu")
 

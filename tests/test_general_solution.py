@@ -9,8 +9,10 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rope_lessons.general_solution import block_diagonalise, random_orthogonal
-from rope_lessons.rope import apply_rope, block_rotation, frequencies
+from rope_lessons.rope.forms import block_rotation
+from rope_lessons.rope.general_solution import block_diagonalise, random_orthogonal
+from rope_lessons.rope.kernels import apply_rope
+from rope_lessons.rope.ladder import frequencies
 
 dims = st.integers(1, 8).map(lambda half: 2 * half)
 positions = st.integers(-40, 40)

@@ -13,8 +13,8 @@ import pytest
 import torch
 from helpers import HF_BASES, HF_RTOL
 
-from rope_lessons.hf import HF_ROPE_TYPES, hf_rope_parameters, hf_rotary_dim
-from rope_lessons.rope import Rope
+from rope_lessons.rope.hf_config import HF_ROPE_TYPES, hf_rope_parameters, hf_rotary_dim
+from rope_lessons.rope.spec import Rope
 
 transformers = pytest.importorskip("transformers")
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS  # noqa: E402
@@ -371,7 +371,7 @@ def test_trailing_partial_rotary_applies_as_deepseek_v4_does() -> None:
 def test_a_partial_spec_scales_only_its_rotating_features_in_attention() -> None:
     """transformers multiplies cos and sin by the attention factor, so the passing
     features are not scaled: the same here, by hand."""
-    from rope_lessons.attention import attention
+    from rope_lessons.toy.rotary_attention import attention
 
     spec = Rope.from_theta([1.0, 0.1, 0.01, 0.001], "half", attention_factor=1.5, head_dim=16)
     q = torch.randn(1, 2, 5, 16, generator=torch.Generator().manual_seed(2), dtype=torch.float64)

@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 import torch
 
-from rope_lessons.attention import attention
-from rope_lessons.rope import Rope, apply_rope
+from rope_lessons.rope.kernels import apply_rope
+from rope_lessons.rope.spec import Rope
+from rope_lessons.toy.rotary_attention import attention
 
 transformers = pytest.importorskip("transformers")
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS  # noqa: E402

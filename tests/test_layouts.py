@@ -8,10 +8,11 @@ import pytest
 import torch
 from helpers import attention_of
 
-from rope_lessons.attention import PLACEMENTS, Placement
-from rope_lessons.layouts import convert_layout, head_permutation
-from rope_lessons.model import ModelConfig, TinyTransformer
-from rope_lessons.rope import Rope, layout_permutation
+from rope_lessons.rope.forms import layout_permutation
+from rope_lessons.rope.spec import Rope
+from rope_lessons.toy.layouts import convert_layout, head_permutation
+from rope_lessons.toy.model import ModelConfig, TinyTransformer
+from rope_lessons.toy.rotary_attention import PLACEMENTS, Placement
 
 
 def tiny_model(**fields: object) -> TinyTransformer:

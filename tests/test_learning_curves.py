@@ -7,13 +7,13 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rope_lessons.experiments import RunResult
-from rope_lessons.learning_curves import (
+from rope_lessons.evidence.learning_curves import (
     checkpoint_values,
     loss_band,
     plot_live_over_stored,
 )
-from rope_lessons.training import Metrics, TrainResult, running_mean
+from rope_lessons.evidence.runs import RunResult
+from rope_lessons.evidence.training import Metrics, TrainResult, running_mean
 
 
 @given(
@@ -50,8 +50,8 @@ def test_band_refuses_empty_or_ragged_input() -> None:
 
 
 def test_checkpoint_values_read_a_metric_at_every_checkpoint_or_the_end() -> None:
-    from rope_lessons.experiments import RunResult
-    from rope_lessons.training import Metrics
+    from rope_lessons.evidence.runs import RunResult
+    from rope_lessons.evidence.training import Metrics
 
     with_checkpoints = RunResult(
         "x",

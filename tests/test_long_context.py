@@ -13,9 +13,8 @@ from helpers import random_features
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rope_lessons.attention import Local, attention
-from rope_lessons.extension import extended, fine_tune
-from rope_lessons.long_context import (
+from rope_lessons.chapters.extension import extended, fine_tune
+from rope_lessons.chapters.long_context import (
     CHANCE_ACCURACY,
     CHANCE_LOSS,
     LETTERS,
@@ -28,9 +27,10 @@ from rope_lessons.long_context import (
     text_band_losses,
     token_scores,
 )
-from rope_lessons.model import ModelConfig, TinyTransformer, llama4_temperature, rms_normalised
 from rope_lessons.sweeps.ch08_benchmark import with_fields
-from rope_lessons.synthetic import IGNORE
+from rope_lessons.toy.model import ModelConfig, TinyTransformer, llama4_temperature, rms_normalised
+from rope_lessons.toy.rotary_attention import Local, attention
+from rope_lessons.toy.synthetic import IGNORE
 
 CORPUS = CopyInText(segment=4)
 
@@ -464,8 +464,8 @@ def test_each_seed_reads_its_own_probes() -> None:
 def test_the_key_count_readings_and_the_attention_measures() -> None:
     """With 512 keys the plain reading is the model itself; with 64 keys dividing the slow
     pairs by 64/64 changes nothing; the attention measures are weights of the model."""
-    from rope_lessons.extension import critical_pair
-    from rope_lessons.rope import frequencies
+    from rope_lessons.rope.ladder import frequencies
+    from rope_lessons.rope.scaling import critical_pair
     from rope_lessons.sweeps import ch08_benchmark as bench
 
     torch.manual_seed(1)
@@ -502,7 +502,7 @@ def test_above_chance_reads_the_interval_against_one_in_26() -> None:
 
 
 def test_above_chance_widens_its_interval_for_a_family() -> None:
-    from rope_lessons.experiments import summarise, t_quantile
+    from rope_lessons.evidence.comparisons import summarise, t_quantile
     from rope_lessons.sweeps import ch08_benchmark as bench
 
     # mean 0.055, 95% half-width 0.011 (t 3.18, sem 0.0035): above 1/26 alone; for 13
@@ -519,7 +519,7 @@ def test_above_chance_widens_its_interval_for_a_family() -> None:
 
 
 def test_the_induction_head_is_the_one_on_the_source_in_the_window() -> None:
-    from rope_lessons.experiments import RunResult
+    from rope_lessons.evidence.runs import RunResult
     from rope_lessons.sweeps import ch08_benchmark as bench
 
     extra = {

@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 import torch
 
-from rope_lessons.attention import PLACEMENTS, Placement
-from rope_lessons.model import POSITION_KINDS, Block, ModelConfig, PositionKind, TinyTransformer
-from rope_lessons.rope import Rope
-from rope_lessons.runtime import seed_everything
-from rope_lessons.synthetic import WhichFirst, batch_sampler
-from rope_lessons.training import evaluate, train
+from rope_lessons.evidence.runtime import seed_everything
+from rope_lessons.evidence.training import evaluate, train
+from rope_lessons.rope.spec import Rope
+from rope_lessons.toy.model import POSITION_KINDS, Block, ModelConfig, PositionKind, TinyTransformer
+from rope_lessons.toy.rotary_attention import PLACEMENTS, Placement
+from rope_lessons.toy.synthetic import WhichFirst, batch_sampler
 
 
 @pytest.mark.parametrize("position", POSITION_KINDS)

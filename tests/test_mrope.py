@@ -7,8 +7,9 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rope_lessons.mrope import apply_rope_nd, multimodal_frequencies, pair_axes
-from rope_lessons.rope import Rope, frequencies
+from rope_lessons.rope.ladder import frequencies
+from rope_lessons.rope.mrope import apply_rope_nd, multimodal_frequencies, pair_axes
+from rope_lessons.rope.spec import Rope
 
 
 def test_sections_give_blocks_and_interleaving_cycles() -> None:

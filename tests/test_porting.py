@@ -17,8 +17,10 @@ import pytest
 import torch
 from helpers import random_features
 
-from rope_lessons.layouts import head_permutation
-from rope_lessons.rope import apply_rope, frequencies, layout_permutation
+from rope_lessons.rope.forms import layout_permutation
+from rope_lessons.rope.kernels import apply_rope
+from rope_lessons.rope.ladder import frequencies
+from rope_lessons.toy.layouts import head_permutation
 
 HEAD_DIM, N_HEADS, N_KV_HEADS, WIDTH, T = 8, 4, 2, 16, 7
 

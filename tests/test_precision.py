@@ -9,7 +9,8 @@ import pytest
 import torch
 from helpers import random_features
 
-from rope_lessons.precision import (
+from rope_lessons.rope.kernels import apply_rope
+from rope_lessons.rope.precision import (
     angle_error,
     first_inexact_integer,
     round_to_dtype,
@@ -17,7 +18,7 @@ from rope_lessons.precision import (
     significand_bits,
     spacing_at,
 )
-from rope_lessons.rope import Rope, apply_rope
+from rope_lessons.rope.spec import Rope
 
 
 @pytest.mark.parametrize(

@@ -16,20 +16,18 @@ from pathlib import Path
 import pytest
 import torch
 
-from rope_lessons import pretrained
-from rope_lessons.ablation import projection_means
-from rope_lessons.attention import attention
-from rope_lessons.decay import qkv_distance_profile
-from rope_lessons.extension import scaled_frequencies
-from rope_lessons.layouts import head_permutation
-from rope_lessons.pretrained_ablations import (
+from rope_lessons.chapters.ablation import projection_means
+from rope_lessons.chapters.decay import qkv_distance_profile
+from rope_lessons.chapters.spectrum import qkv_pair_norms
+from rope_lessons.real import pretrained
+from rope_lessons.real.pretrained_ablations import (
     READINGS,
     ablation_sets,
     first_token_weight,
     load_ablations,
     validation_windows,
 )
-from rope_lessons.pretrained_long import (
+from rope_lessons.real.pretrained_long import (
     PASSKEY_NEEDLE,
     PasskeyPrompt,
     passkey_prompt,
@@ -37,9 +35,13 @@ from rope_lessons.pretrained_long import (
     position_losses,
     window_mask,
 )
-from rope_lessons.pretrained_sweep import Task, documents, load_long_context, run_task
-from rope_lessons.rope import Rope, apply_rope, layout_permutation
-from rope_lessons.spectrum import qkv_pair_norms
+from rope_lessons.real.pretrained_sweep import Task, documents, load_long_context, run_task
+from rope_lessons.rope.forms import layout_permutation
+from rope_lessons.rope.kernels import apply_rope
+from rope_lessons.rope.scaled_specs import scaled_frequencies
+from rope_lessons.rope.spec import Rope
+from rope_lessons.toy.layouts import head_permutation
+from rope_lessons.toy.rotary_attention import attention
 
 
 def _missing() -> str | None:

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from rope_lessons import pretrained_ablations as pa
-from rope_lessons.ablation import quarter_sets
-from rope_lessons.sweep import content_hash, write_results
+from rope_lessons.chapters.ablation import quarter_sets
+from rope_lessons.evidence.store import content_hash, write_results
+from rope_lessons.real import pretrained_ablations as pa
 
 
 def test_the_sets_are_the_notebooks_quarters_and_random_draws() -> None:
@@ -93,7 +93,9 @@ def test_stored_results_are_checked(tmp_path: Path, capsys: pytest.CaptureFixtur
         pa.load_ablations(tmp_path)
     with pytest.raises(ValueError, match="another definition"):
         pa.run(results_dir=tmp_path)
-    with pytest.raises(FileNotFoundError, match=r"python -m rope_lessons\.pretrained_ablations"):
+    with pytest.raises(
+        FileNotFoundError, match=r"python -m rope_lessons\.real\.pretrained_ablations"
+    ):
         pa.load_ablations(tmp_path / "empty")
 
 

@@ -16,10 +16,10 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rope_lessons import pretrained_sweep as ps
-from rope_lessons.extension import dynamic_ntk_alpha
-from rope_lessons.pretrained_long import binned, passkey_key, window_mask
-from rope_lessons.sweep import content_hash, write_results
+from rope_lessons.evidence.store import content_hash, write_results
+from rope_lessons.real import pretrained_sweep as ps
+from rope_lessons.real.pretrained_long import binned, passkey_key, window_mask
+from rope_lessons.rope.scaling import dynamic_ntk_alpha
 
 
 @given(
@@ -167,7 +167,7 @@ def test_stored_results_are_checked(tmp_path: Path) -> None:
         ps.load_long_context(tmp_path)
     with pytest.raises(ValueError, match="another definition"):
         ps.run(results_dir=tmp_path)
-    with pytest.raises(FileNotFoundError, match=r"python -m rope_lessons\.pretrained_sweep"):
+    with pytest.raises(FileNotFoundError, match=r"python -m rope_lessons\.real\.pretrained_sweep"):
         ps.load_long_context(tmp_path / "empty")
 
 

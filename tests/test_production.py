@@ -1,13 +1,13 @@
 """Production models' attention layers, rebuilt from the course's parts.
 
-:func:`rope_lessons.production_checks.check_layer` instantiates transformers' own
+:func:`rope_lessons.real.production_checks.check_layer` instantiates transformers' own
 attention layer of a family from a tiny random configuration, runs it with the
 mask and position tables transformers' model would build, and runs the course's
 :func:`attention` on the same projections with the spec, window, placement and
-sinks that :mod:`rope_lessons.production` reads from the configuration. The
+sinks that :mod:`rope_lessons.real.production` reads from the configuration. The
 outputs agree to float32 rounding; each changed reading (a layout, a slice, a
 dropped scale, sink or mask) does not, so each check can fail. The other tests
-check what :mod:`rope_lessons.production` reads from each family's configuration.
+check what :mod:`rope_lessons.real.production` reads from each family's configuration.
 """
 
 from __future__ import annotations
@@ -17,8 +17,7 @@ import math
 import pytest
 import torch
 
-from rope_lessons.attention import Local
-from rope_lessons.production import (
+from rope_lessons.real.production import (
     compress_rate,
     compressed_positions,
     design_row,
@@ -32,11 +31,12 @@ from rope_lessons.production import (
     qk_rms_norm,
     uses_rope,
 )
-from rope_lessons.rope import Rope
+from rope_lessons.rope.spec import Rope
+from rope_lessons.toy.rotary_attention import Local
 
 transformers = pytest.importorskip("transformers")
 
-from rope_lessons.production_checks import (  # noqa: E402  (transformers first)
+from rope_lessons.real.production_checks import (  # noqa: E402  (transformers first)
     CHECKS,
     HEAD_DIM,
     QWEN_SECTIONS,

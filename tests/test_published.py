@@ -2,7 +2,7 @@
 
 The records are the released models' own values; these tests check that each
 loads into its family's transformers configuration, that the readings of
-:mod:`rope_lessons.published` and :mod:`rope_lessons.production` agree with
+:mod:`rope_lessons.real.published` and :mod:`rope_lessons.real.production` agree with
 closed forms (a safe distance is the factor times the trained arc, a critical
 pair is chapter 8's), and that the chapter's page shows the tables the data
 give.
@@ -17,8 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from rope_lessons.extension import critical_pair
-from rope_lessons.production import (
+from rope_lessons.real.production import (
     DESIGN_COLUMNS,
     LAYOUTS,
     cached_features,
@@ -27,7 +26,7 @@ from rope_lessons.production import (
     design_table,
     layer_type,
 )
-from rope_lessons.published import (
+from rope_lessons.real.published import (
     FEATURED,
     PUBLISHED_DIR,
     Reach,
@@ -36,6 +35,7 @@ from rope_lessons.published import (
     published_names,
     reach,
 )
+from rope_lessons.rope.scaling import critical_pair
 
 pytest.importorskip("transformers")
 

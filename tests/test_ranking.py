@@ -3,6 +3,7 @@ exact null tail and bootstrap, and which pairs the seeds resolve."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from fractions import Fraction
@@ -12,8 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rope_lessons.experiments import summarise, t_quantile
-from rope_lessons.ranking import (
+from rope_lessons.chapters.vo_rope import SU_2025_LOSSES
+from rope_lessons.evidence.comparisons import summarise, t_quantile
+from rope_lessons.evidence.ranking import (
     bootstrap_kendall_tau,
     kendall_tau,
     kendall_tau_tail,
@@ -21,7 +23,6 @@ from rope_lessons.ranking import (
     rank_pairs,
     ranks,
 )
-from rope_lessons.vo_rope import SU_2025_LOSSES
 
 # ---------------------------------------------------------------- Kendall tau
 
@@ -74,6 +75,44 @@ def test_kendall_tau_properties(pairs: list[tuple[int, int]]) -> None:
     assert kendall_tau(x[order], y[order]) == pytest.approx(tau, abs=1e-12)  # order of items
 
 
+def _tau_b_by_pairs(x: list[int], y: list[int]) -> float:
+    """Tau-b by looping over the pairs: concordant minus discordant over the square root of
+    the pairs untied in x times the pairs untied in y."""
+    concordant = discordant = untied_x = untied_y = 0
+    for i, j in itertools.combinations(range(len(x)), 2):
+        dx, dy = x[i] - x[j], y[i] - y[j]
+        concordant += dx * dy > 0
+        discordant += dx * dy < 0
+        untied_x += dx != 0
+        untied_y += dy != 0
+    return (concordant - discordant) / math.sqrt(untied_x * untied_y)
+
+
+small = st.lists(st.integers(0, 3), min_size=2, max_size=7)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_kendall_tau_is_tau_b_counted_pair_by_pair_with_ties(data: st.DataObject) -> None:
+    """Tau-b (not tau-a, not tau-c): with ties in x or y the denominator counts only the
+    untied pairs of each, here by an explicit loop over up to 7 items with many ties."""
+    x = data.draw(small.filter(lambda v: len(set(v)) > 1))
+    y = data.draw(
+        st.lists(st.integers(0, 3), min_size=len(x), max_size=len(x)).filter(
+            lambda v: len(set(v)) > 1
+        )
+    )
+    assert kendall_tau(x, y) == pytest.approx(_tau_b_by_pairs(x, y), abs=1e-12)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(-3, 3), min_size=1, max_size=12))
+def test_ranks_are_average_ranks_counted_by_hand(values: list[int]) -> None:
+    """Rank = how many are smaller + (how many are equal, itself included, + 1) / 2."""
+    expected = [sum(w < v for w in values) + (sum(w == v for w in values) + 1) / 2 for v in values]
+    assert ranks(values).tolist() == expected
+
+
 def test_kendall_tau_rejects_bad_input() -> None:
     with pytest.raises(ValueError, match="same length"):
         kendall_tau([1, 2, 3], [1, 2])
@@ -107,6 +146,30 @@ def test_tau_tail_matches_enumeration() -> None:
         kendall_tau_tail(1.5, n)
     with pytest.raises(ValueError, match="n must be >= 2"):
         kendall_tau_tail(0.0, 1)
+
+
+@functools.cache
+def _inversions_of_every_order(n: int) -> tuple[int, ...]:
+    """The inversion count of each of the ``n!`` orders of ``n`` items, by brute force."""
+    return tuple(
+        sum(a > b for a, b in itertools.combinations(order, 2))
+        for order in itertools.permutations(range(n))
+    )
+
+
+@settings(max_examples=150, deadline=None)
+@given(n=st.integers(2, 7), tau=st.floats(-1.0, 1.0), attainable=st.booleans())
+def test_tau_tail_counts_the_orders_with_at_least_that_tau(
+    n: int, tau: float, attainable: bool
+) -> None:
+    """P(tau >= t) is the share of the n! orders whose tau = 1 - 4 I / (n (n - 1)) reaches
+    t, for any t in [-1, 1] and for the attainable values themselves (the tail is closed)."""
+    pairs = n * (n - 1) // 2
+    if attainable:  # snap to the nearest tau an order can have
+        tau = 1 - 2 * round((1 - tau) * pairs / 2) / pairs
+    inversions = _inversions_of_every_order(n)
+    share = sum(1 - 2 * i / pairs >= tau - 1e-12 for i in inversions) / len(inversions)
+    assert kendall_tau_tail(tau, n) == pytest.approx(share, rel=1e-12, abs=1e-15)
 
 
 def _exact_tau_tail(tau: float, n: int) -> Fraction:
@@ -161,6 +224,32 @@ def test_bootstrap_draws_whose_means_all_tie_have_tau_zero() -> None:
     rng = np.random.default_rng(0)  # the same draws: tau 0 exactly where only seed 0 is picked
     only_seed_0 = (rng.integers(0, 2, size=(200, 2)) == 0).all(axis=1)
     assert ((taus == 0.0) == only_seed_0).all()
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    seeds=st.integers(1, 6),
+    placements=st.integers(2, 6),
+    resamples=st.integers(1, 40),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_bootstrap_resamples_seeds_as_numpy_draws_them(
+    seeds: int, placements: int, resamples: int, seed: int
+) -> None:
+    """Each draw: ``S`` seeds picked with replacement by ``default_rng(seed).integers``, the
+    seed means of their rows, their tau-b against the reference counted pair by pair (0
+    when the means all tie). Losses on a coarse grid, so that means tie often."""
+    grid = np.random.default_rng(seed).integers(0, 3, size=(seeds, placements)) / 4
+    reference = list(range(placements))
+    taus = bootstrap_kendall_tau(grid, reference, resamples=resamples, seed=seed)
+    picks = np.random.default_rng(seed).integers(0, seeds, size=(resamples, seeds))
+    expected = []
+    for pick in picks:
+        means = grid[pick].mean(axis=0)
+        ordered = len(set(means.tolist())) > 1
+        expected.append(_tau_b_by_pairs(means.tolist(), reference) if ordered else 0.0)
+    assert taus.shape == (resamples,)
+    assert taus == pytest.approx(expected, abs=1e-12)
 
 
 def test_bootstrap_refuses_a_constant_reference_and_non_finite_losses() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from rope_lessons import apply_rope
-from rope_lessons.experiments import PairedComparison
+from rope_lessons.evidence.comparisons import PairedComparison
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -54,12 +54,12 @@ def test_readme_porting_examples_are_what_transformers_computes() -> None:
         apply_rotary_pos_emb,
     )
 
-    from rope_lessons.hf import quiet_transformers
+    from rope_lessons.real.production import quiet_transformers
 
     text = README.read_text(encoding="utf-8")
     section = text.split("## Porting a Hugging Face configuration", 1)[1].split("\n## ", 1)[0]
     (source,) = re.findall(r"```python\n(.*?)```", section, re.S)
-    api = (README.parent / "book" / "api.md").read_text(encoding="utf-8")
+    api = (README.parent / "book" / "api" / "rope.md").read_text(encoding="utf-8")
     assert ':start-after: "# --- porting: start"' in api and "# --- porting: end" in source
     namespace: dict[str, object] = {}
     exec(compile(source, str(README), "exec"), namespace)

@@ -13,28 +13,33 @@ from helpers import random_features
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rope_lessons.attention import attention
-from rope_lessons.experiments import Run, train_run
-from rope_lessons.recurrence import (
-    MIXER_KINDS,
-    ComplexDecayMixer,
-    MixerKind,
-    RealDecayMixer,
-    RecurrentConfig,
-    RecurrentModel,
+from rope_lessons.chapters.recurrence import (
     decay_powers,
     delay_readout,
     linear_recurrence,
     linear_recurrence_parallel,
-    prediction_lags,
     retnet_decays,
     retnet_effective_decays,
     vo_rope_decay,
     vo_rope_linear_attention,
     vo_rope_weighted_sum,
 )
-from rope_lessons.rope import Rope, frequencies, read_pairs, rotation_matrix, write_pairs
-from rope_lessons.synthetic import CopyAtLag
+from rope_lessons.chapters.recurrent_models import (
+    MIXER_KINDS,
+    ComplexDecayMixer,
+    MixerKind,
+    RealDecayMixer,
+    RecurrentConfig,
+    RecurrentModel,
+    prediction_lags,
+)
+from rope_lessons.evidence.runs import Run, train_run
+from rope_lessons.rope.forms import rotation_matrix
+from rope_lessons.rope.kernels import read_pairs, write_pairs
+from rope_lessons.rope.ladder import frequencies
+from rope_lessons.rope.spec import Rope
+from rope_lessons.toy.rotary_attention import attention
+from rope_lessons.toy.synthetic import CopyAtLag
 
 Recurrence = Callable[[torch.Tensor, complex], torch.Tensor]
 

@@ -14,25 +14,25 @@ from helpers import random_features
 from hypothesis import given
 from hypothesis import strategies as st
 
-import rope_lessons.rope as rope_module
-from rope_lessons.rope import (
-    Layout,
-    Rope,
-    apply_rope,
+import rope_lessons.rope.kernels as kernels_module
+from rope_lessons._checks import Layout
+from rope_lessons.rope.forms import (
     apply_rope_complex,
     apply_rope_loop,
-    cos_sin,
-    frequencies,
     layout_permutation,
+    rotation_matrix,
+)
+from rope_lessons.rope.kernels import (
+    apply_rope,
+    cos_sin,
     read_pairs,
     rotate,
-    rotating_pairs,
-    rotation_angles,
-    rotation_matrix,
     score_at_distance,
     turn,
     write_pairs,
 )
+from rope_lessons.rope.ladder import frequencies, rotating_pairs, rotation_angles
+from rope_lessons.rope.spec import Rope
 
 dims = st.integers(1, 32).map(lambda half: 2 * half)
 positions = st.integers(-100_000, 100_000)
@@ -153,8 +153,8 @@ def test_default_positions_are_arange_and_cached_tables_agree(layout: Layout) ->
     perm = layout_permutation(12) if layout == "half" else torch.arange(12)
     matrices = torch.stack([rotation_matrix(m, 12)[perm][:, perm] for m in range(9)])  # (T, d, d)
     expected = (matrices @ x.unsqueeze(-1)).squeeze(-1)
-    rope_module._cached_cos_sin.cache_clear()
-    rope_module._cached_phase.cache_clear()
+    kernels_module._cached_cos_sin.cache_clear()
+    kernels_module._cached_phase.cache_clear()
     for _ in ("built", "cached"):
         out = apply_rope(x, layout=layout)
         torch.testing.assert_close(out, expected, rtol=1e-12, atol=1e-12)
@@ -166,8 +166,8 @@ def test_cached_tables_serve_inference_mode_and_autograd_in_either_order(
     layout: Layout, first: str
 ) -> None:
     """A table first built under inference_mode must not break a later backward, and back."""
-    rope_module._cached_cos_sin.cache_clear()
-    rope_module._cached_phase.cache_clear()
+    kernels_module._cached_cos_sin.cache_clear()
+    kernels_module._cached_phase.cache_clear()
     x = random_features(1, 2, 5, 8).float()
 
     def with_grad() -> None:

@@ -11,9 +11,10 @@ from helpers import random_features
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rope_lessons.general_solution import random_orthogonal
-from rope_lessons.rope import Layout, apply_rope
-from rope_lessons.rope2d import (
+from rope_lessons._checks import Layout
+from rope_lessons.rope.general_solution import random_orthogonal
+from rope_lessons.rope.kernels import apply_rope
+from rope_lessons.rope.rope2d import (
     apply_rope_2d,
     apply_rope_2d_general,
     axial_frequencies,

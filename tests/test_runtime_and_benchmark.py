@@ -7,14 +7,14 @@ import itertools
 import pytest
 import torch
 
-from rope_lessons.runtime import (
+from rope_lessons.evidence.runtime import (
     PRESET_ENV,
     THREADS_ENV,
     choose_preset,
     seed_everything,
     setup,
 )
-from rope_lessons.training import TrainResult, learning_rate
+from rope_lessons.evidence.training import TrainResult, learning_rate
 
 
 def test_preset_follows_the_device_unless_overridden(monkeypatch: pytest.MonkeyPatch) -> None:

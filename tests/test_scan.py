@@ -10,10 +10,13 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rope_lessons import recurrence
-from rope_lessons.benchmark import Timing
-from rope_lessons.recurrence import decay_powers, linear_recurrence, linear_recurrence_parallel
-from rope_lessons.scan import (
+from rope_lessons.chapters import recurrence
+from rope_lessons.chapters.recurrence import (
+    decay_powers,
+    linear_recurrence,
+    linear_recurrence_parallel,
+)
+from rope_lessons.chapters.scan import (
     FFT,
     MATRIX,
     RECURRENCE_FORMS,
@@ -26,6 +29,7 @@ from rope_lessons.scan import (
     loglog_slope,
     time_recurrence_forms,
 )
+from rope_lessons.evidence.benchmark import Timing
 
 Recurrence = Callable[[torch.Tensor, torch.Tensor | complex], torch.Tensor]
 FAST_FORMS: list[Recurrence] = [linear_recurrence_scan, linear_recurrence_fft]
@@ -212,7 +216,7 @@ def test_a_table_of_one_length_has_no_slopes_heading() -> None:
 
 def test_loglog_slopes() -> None:
     """The slope lives here, beside fitted_slopes, its one user (not in recurrence)."""
-    assert loglog_slope.__module__ == "rope_lessons.scan"
+    assert loglog_slope.__module__ == "rope_lessons.chapters.scan"
     assert not hasattr(recurrence, "loglog_slope")
     assert loglog_slope([10, 100, 1000], [2e-3, 2e-1, 20.0]) == pytest.approx(2.0)
     assert loglog_slope((1, 2, 4), [3.0, 6.0, 12.0]) == pytest.approx(1.0)

@@ -10,10 +10,8 @@ from helpers import attention_of, random_features
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from rope_lessons.attention import attention
-from rope_lessons.model import ModelConfig, TinyTransformer
-from rope_lessons.rope import Layout, Rope, apply_rope, frequencies, layout_permutation
-from rope_lessons.spectrum import (
+from rope_lessons._checks import Layout
+from rope_lessons.chapters.spectrum import (
     ablate_pair_mask,
     ablate_pairs,
     diagonal_head,
@@ -27,9 +25,13 @@ from rope_lessons.spectrum import (
     prope_theta,
     spread_vector,
     turn_counts,
-    turns,
-    wavelengths,
 )
+from rope_lessons.rope.forms import layout_permutation
+from rope_lessons.rope.kernels import apply_rope
+from rope_lessons.rope.ladder import frequencies, turns, wavelengths
+from rope_lessons.rope.spec import Rope
+from rope_lessons.toy.model import ModelConfig, TinyTransformer
+from rope_lessons.toy.rotary_attention import attention
 
 dims = st.integers(1, 32).map(lambda half: 2 * half)
 layouts = st.sampled_from(["interleaved", "half"])

@@ -4,6 +4,7 @@ changes of meaning are caught, sweeps resume."""
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 import math
 import shutil
@@ -15,35 +16,25 @@ from typing import Any
 import pytest
 import torch
 
-from rope_lessons import experiments, synthetic
-from rope_lessons import rope as rope_module
-from rope_lessons import sweep as sweep_module
-from rope_lessons.experiments import (
-    PREFIX_STEPS,
-    Run,
-    RunResult,
-    make_run,
-    order_run,
-    run_once,
-    t_quantile,
-)
-from rope_lessons.sweep import (
+import rope_lessons.rope.kernels as kernels_module
+from rope_lessons.evidence import comparisons, runs
+from rope_lessons.evidence import store as sweep_module
+from rope_lessons.evidence.comparisons import t_quantile
+from rope_lessons.evidence.reproduction import (
     PREFIX_TOLERANCE,
-    RESULTS_DIR,
     StoredSweep,
-    Sweep,
-    available,
-    get_sweep,
-    load_sweep,
-    main,
-    measure_throughput,
     prediction_interval,
-    run_sweep,
-    same_config,
     seeds_apart,
 )
-from rope_lessons.synthetic import CopyAtLag
-from rope_lessons.training import Metrics
+from rope_lessons.evidence.runs import PREFIX_STEPS, Run, RunResult, make_run, order_run, run_once
+from rope_lessons.evidence.store import RESULTS_DIR, current_names, measure_throughput, run_sweep
+from rope_lessons.evidence.sweep import Sweep, same_config
+from rope_lessons.evidence.training import Metrics
+from rope_lessons.sweeps import __main__ as command_line
+from rope_lessons.sweeps import available, get_sweep, load_sweep
+from rope_lessons.sweeps.__main__ import main
+from rope_lessons.toy import synthetic
+from rope_lessons.toy.synthetic import CopyAtLag
 
 STORED = [name for name in available() if (RESULTS_DIR / f"{name}.json").is_file()]
 
@@ -87,7 +78,11 @@ def test_every_stored_run_carries_its_curve_checkpoints_and_a_clean_record(name:
         assert len(result.losses) == run.steps
         assert tuple(result.checkpoints) == run.checkpoint_steps
         assert result.checkpoints[run.steps] == result.metrics
-        assert record["command"].startswith(f"python -m rope_lessons.sweep {name}")
+        # The command as typed: rope_lessons.sweep until the command line moved to
+        # rope_lessons.sweeps (records keep what was run).
+        assert record["command"].startswith(
+            (f"python -m rope_lessons.sweep {name}", f"python -m rope_lessons.sweeps {name}")
+        )
         assert "/" not in record["command"]  # no path of the machine that ran it
         assert record["processor"] and record["cpu_capability"] in ("DEFAULT", "AVX2", "AVX512")
 
@@ -106,8 +101,8 @@ def test_a_full_rerun_reproduces(one_thread: None) -> None:
 
 
 def flipped_rotation(monkeypatch: pytest.MonkeyPatch, run: Run[Any]) -> Run[Any]:
-    turn = rope_module.rotate_complex
-    monkeypatch.setattr(rope_module, "rotate_complex", lambda x, phase: turn(x, phase.conj()))
+    turn = kernels_module.rotate_complex
+    monkeypatch.setattr(kernels_module, "rotate_complex", lambda x, phase: turn(x, phase.conj()))
     return run
 
 
@@ -116,13 +111,13 @@ def another_learning_rate(monkeypatch: pytest.MonkeyPatch, run: Run[Any]) -> Run
 
 
 def another_data_stream(monkeypatch: pytest.MonkeyPatch, run: Run[Any]) -> Run[Any]:
-    sampler = synthetic.batch_sampler  # the function experiments imported
+    sampler = synthetic.batch_sampler  # the function runs imported
 
     def shifted(data, batch_size, length, *, seed, split="train", device="cpu"):  # type: ignore[no-untyped-def]
         seed = seed + 1 if split == "train" else seed
         return sampler(data, batch_size, length, seed=seed, split=split, device=device)
 
-    monkeypatch.setattr(experiments, "batch_sampler", shifted)
+    monkeypatch.setattr(runs, "batch_sampler", shifted)
     return run
 
 
@@ -258,7 +253,7 @@ def test_a_sweep_resumes_where_it_stopped(
     record = second.records[0]
     for key in ("command", "device", "processor", "cpu_capability", "threads", "torch"):
         assert key in record
-    assert record["command"] == "python -m rope_lessons.sweep tiny"
+    assert record["command"] == "python -m rope_lessons.sweeps tiny"
     assert record["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
     assert [r.seed for r in second.results("lag 1")] == [0, 1]
 
@@ -332,7 +327,7 @@ def test_list_names_every_sweep(capsys: pytest.CaptureFixture[str]) -> None:
 def tiny_command_line(monkeypatch: pytest.MonkeyPatch) -> Sweep:
     """A tiny sweep that the command line finds under any name."""
     sweep = tiny_sweep()
-    monkeypatch.setattr(sweep_module, "get_sweep", lambda name: sweep)
+    monkeypatch.setattr(command_line, "get_sweep", lambda name: sweep)
     return sweep
 
 
@@ -522,9 +517,9 @@ def test_a_stored_sweep_tables_its_variants_without_pandas() -> None:
     table = stored.table("answer_accuracy")
     assert list(table) == list(stored.sweep.labels)
     for label, row in table.items():
-        assert row == experiments.metric_by_length(stored.results(label), "answer_accuracy")
+        assert row == comparisons.metric_by_length(stored.results(label), "answer_accuracy")
     assert stored.table() == {  # each run's own metric: accuracy for this task
-        label: experiments.metric_by_length(stored.results(label), "accuracy")
+        label: comparisons.metric_by_length(stored.results(label), "accuracy")
         for label in stored.sweep.labels
     }
     text = stored.format_table("answer_accuracy").splitlines()
@@ -534,3 +529,32 @@ def test_a_stored_sweep_tables_its_variants_without_pandas() -> None:
     assert text[2].split()[0] == "rope" and f"{rope.mean:.3f} ± {rope.std:.3f}" in text[2]
     with pytest.raises(ValueError, match="name"):
         stored.table("perplexity")
+
+
+def test_every_name_a_stored_configuration_records_resolves_after_the_moves() -> None:
+    """Stored configurations keep the qualified names they were written with (their hash
+    covers them); :func:`~rope_lessons.evidence.store.current_names` maps the modules that
+    moved since, and every name must then import as the object the code describes."""
+    names: set[str] = set()
+
+    def collect(value: object) -> None:
+        if isinstance(value, dict):
+            for item in value.values():
+                collect(item)
+        elif isinstance(value, list):
+            for item in value:
+                collect(item)
+        elif isinstance(value, str) and value.startswith("rope_lessons."):
+            names.add(value)
+
+    for path in sorted(RESULTS_DIR.glob("ch0[3-8]_*.json")):
+        collect(json.loads(path.read_text(encoding="utf-8"))["config"])
+    assert names, "no qualified names found in the stored configurations"
+    moved = {name for name in names if current_names(name) != name}
+    assert moved, "no stored name needs the map: MOVED_MODULES is dead code"
+    for name in sorted(names):
+        module_name, _, attribute = current_names(name).rpartition(".")
+        module = importlib.import_module(module_name)
+        assert hasattr(module, attribute), f"{name} -> {current_names(name)} does not resolve"
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(next(iter(sorted(moved))).rpartition(".")[0])

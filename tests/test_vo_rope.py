@@ -11,12 +11,8 @@ import pytest
 import torch
 from helpers import random_features
 
-from rope_lessons.attention import PLACEMENTS, RELATIVE_PLACEMENTS, Placement, attention
-from rope_lessons.experiments import make_run
-from rope_lessons.model import Block, ModelConfig, TinyTransformer
-from rope_lessons.rope import Layout, Rope, rotation_matrix
-from rope_lessons.synthetic import IGNORE, CopyAtLag, MarkerDistance, batch_sampler
-from rope_lessons.vo_rope import (
+from rope_lessons._checks import Layout
+from rope_lessons.chapters.vo_rope import (
     READ_BATCH,
     SU_2025_LOSSES,
     SU_2025_TIERS,
@@ -31,6 +27,12 @@ from rope_lessons.vo_rope import (
     stored_angles,
     trained_angles,
 )
+from rope_lessons.evidence.runs import make_run
+from rope_lessons.rope.forms import rotation_matrix
+from rope_lessons.rope.spec import Rope
+from rope_lessons.toy.model import Block, ModelConfig, TinyTransformer
+from rope_lessons.toy.rotary_attention import PLACEMENTS, RELATIVE_PLACEMENTS, Placement, attention
+from rope_lessons.toy.synthetic import IGNORE, CopyAtLag, MarkerDistance, batch_sampler
 
 B, H, T, D = 2, 4, 9, 8
 

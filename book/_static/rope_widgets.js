@@ -106,7 +106,7 @@
     return total;
   }
 
-  // decay.abel_bound: max_k |h_{k+1} - h_k| * sum_j |sum_{k<j} e^{i r theta_k}|, h_{d/2} = 0.
+  // decay_bounds.abel_bound: max_k |h_{k+1} - h_k| * sum_j |sum_{k<j} e^{i r theta_k}|, h_{d/2} = 0.
   function abelStep(h) {
     var largest = 0;
     for (var k = 0; k < h.length; k++) {
@@ -401,7 +401,7 @@
       for (var i = 0; i < d; i++) q.push(kind === "ones" ? 1 : 2 * rand() - 1);
       if (kind === "ones") k = q.slice();
       else if (kind === "random") for (i = 0; i < d; i++) k.push(2 * rand() - 1);
-      else {  // decay.peaked_key: k = R_peak q, whose score peaks at distance `peak`
+      else {  // decay_bounds.peaked_key: k = R_peak q, whose score peaks at distance `peak`
         for (i = 0; i < d / 2; i++) {
           var a = peak * theta[i], x = q[2 * i], y = q[2 * i + 1];
           k.push(x * Math.cos(a) - y * Math.sin(a), x * Math.sin(a) + y * Math.cos(a));

@@ -2,13 +2,13 @@
 
 The same run as the ``rope`` run of :mod:`rope_lessons.sweeps.ch03_order` but
 for 900 steps instead of 300, over the same ten seeds, so that the two can be
-compared seed by seed (:func:`rope_lessons.experiments.compare_paired`).
+compared seed by seed (:func:`rope_lessons.evidence.comparisons.compare_paired`).
 """
 
 from __future__ import annotations
 
-from rope_lessons.experiments import order_run
-from rope_lessons.sweep import Sweep
+from rope_lessons.evidence.runs import order_run
+from rope_lessons.evidence.sweep import Sweep
 
 SWEEP = Sweep(
     name="ch03_order_longer",

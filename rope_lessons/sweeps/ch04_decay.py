@@ -1,9 +1,9 @@
 """Chapter 4's trained model over seeds: does a small RoPE language model learn decay, and how?
 
-One run, :func:`~rope_lessons.decay.decay_run` (a causal two-layer RoPE
+One run, :func:`~rope_lessons.chapters.decay.decay_run` (a causal two-layer RoPE
 model of width 64 with four heads, 1500 steps on the course's corpus at
 context 128), trained with eight seeds. Its ``analyse`` hook,
-:func:`~rope_lessons.decay.decay_numbers`, stores per layer and head the
+:func:`~rope_lessons.chapters.decay.decay_numbers`, stores per layer and head the
 near-minus-far drop of the mean attention logit, of the unrotated score, of
 its mean term (the mean vectors' rotary logit) and the rest (``logit`` less
 the mean term), and
@@ -25,8 +25,8 @@ its mean term: the covariance term plus cross terms), not ``covariance``.
 
 from __future__ import annotations
 
-from rope_lessons.decay import decay_run
-from rope_lessons.sweep import Sweep
+from rope_lessons.chapters.decay import decay_run
+from rope_lessons.evidence.sweep import Sweep
 
 SWEEP = Sweep(
     name="ch04_decay",

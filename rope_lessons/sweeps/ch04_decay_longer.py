@@ -1,17 +1,17 @@
 """Chapter 4's trained model over seeds, trained twice as long (3000 steps).
 
 The run of :mod:`rope_lessons.sweeps.ch04_decay`
-(:func:`~rope_lessons.decay.decay_run`) with 3000 steps instead of 1500,
+(:func:`~rope_lessons.chapters.decay.decay_run`) with 3000 steps instead of 1500,
 over seeds 0-3, so that each seed's decay numbers at 3000 steps can be read
-against the same seed's at 1500 (:func:`rope_lessons.experiments.compare_paired`
+against the same seed's at 1500 (:func:`rope_lessons.evidence.comparisons.compare_paired`
 pairs them by seed): does the model still decay through its mean term when
 its held-out loss has fallen further?
 """
 
 from __future__ import annotations
 
-from rope_lessons.decay import decay_run
-from rope_lessons.sweep import Sweep
+from rope_lessons.chapters.decay import decay_run
+from rope_lessons.evidence.sweep import Sweep
 
 SWEEP = Sweep(
     name="ch04_decay_longer",

@@ -35,13 +35,13 @@ trained length:
   the slowest quarter (12-15), without each of four random quarters (the same
   four draws in every run), and without pairs chosen per head to hold as much
   of the head's query norm as the fastest or the slowest quarter (two draws
-  each, :func:`~rope_lessons.spectrum.norm_matched_pairs`), with the share
+  each, :func:`~rope_lessons.chapters.spectrum.norm_matched_pairs`), with the share
   they reached;
 * per layer and head: the mean attention to the token itself (diagonal) and
   to the previous token, and each pair's share of the mean squared query and
-  key norm (:func:`~rope_lessons.spectrum.pair_energy_shares`).
+  key norm (:func:`~rope_lessons.chapters.spectrum.pair_energy_shares`).
 
-Run with ``python -m rope_lessons.sweep ch05_frequencies``; chapter 5's first
+Run with ``python -m rope_lessons.sweeps ch05_frequencies``; chapter 5's first
 notebook trains seed 0 of the copy model live, checks a prefix of the corpus
 run, and reads the other seeds from the stored results.
 """
@@ -52,20 +52,20 @@ from typing import Any
 
 import torch
 
-from rope_lessons.corpus import CharCorpus
-from rope_lessons.experiments import Run, held_out, make_run
-from rope_lessons.model import TinyTransformer
-from rope_lessons.rope import Rope
-from rope_lessons.spectrum import (
+from rope_lessons.chapters.spectrum import (
     ablate_pair_mask,
     ablate_pairs,
     norm_matched_pairs,
     offset_attention,
     pair_energy_shares,
 )
-from rope_lessons.sweep import Sweep
-from rope_lessons.synthetic import CopyAtLag
-from rope_lessons.training import evaluate
+from rope_lessons.evidence.runs import Run, held_out, make_run
+from rope_lessons.evidence.sweep import Sweep
+from rope_lessons.evidence.training import evaluate
+from rope_lessons.rope.spec import Rope
+from rope_lessons.toy.corpus import CharCorpus
+from rope_lessons.toy.model import TinyTransformer
+from rope_lessons.toy.synthetic import CopyAtLag
 
 HEAD_DIM = 32
 PAIRS = HEAD_DIM // 2

@@ -3,7 +3,7 @@
 Chapter 5 removed quarters of a toy's rotary pairs by setting them to zero
 (``ch05_frequencies``). Zeroing also deletes what every token shares, the
 mean term that chapter 4 found behind the decay, so chapter 9 compares it
-with mean-ablation on SmolLM2 (:mod:`rope_lessons.ablation`). This sweep
+with mean-ablation on SmolLM2 (:mod:`rope_lessons.chapters.ablation`). This sweep
 makes the same comparison on the toy, with the same sets and the same code
 as the real model's notebook:
 
@@ -13,7 +13,7 @@ as the real model's notebook:
   pairs set to their means;
 * the fastest and the slowest quarter against norm-matched controls (three
   draws each), both limited to the heads where the control reaches 90% of the
-  quarter's share of the query norm² (:func:`~rope_lessons.ablation.norm_matched_sets`).
+  quarter's share of the query norm² (:func:`~rope_lessons.chapters.ablation.norm_matched_sets`).
 
 The model is chapter 5's ``corpus`` run (next character on the course corpus,
 base 10000, 1600 steps of 32 windows of 64 characters, five seeds; its
@@ -23,7 +23,7 @@ nearly all of every head's norm, so no control can match it. The means are
 over the 64 held-out sequences the pair shares are measured on; losses are on
 the run's held-out batches.
 
-Run with ``python -m rope_lessons.sweep ch05_mean_ablation``; chapter 9's
+Run with ``python -m rope_lessons.sweeps ch05_mean_ablation``; chapter 9's
 ablation notebook reads it beside SmolLM2's numbers.
 """
 
@@ -34,7 +34,7 @@ import functools
 
 import torch
 
-from rope_lessons.ablation import (
+from rope_lessons.chapters.ablation import (
     AblationCost,
     AblationSet,
     ablation_costs,
@@ -43,12 +43,12 @@ from rope_lessons.ablation import (
     projection_means,
     quarter_sets,
 )
-from rope_lessons.experiments import Run, held_out
-from rope_lessons.model import TinyTransformer
-from rope_lessons.spectrum import pair_energy_shares
-from rope_lessons.sweep import Sweep
+from rope_lessons.chapters.spectrum import pair_energy_shares
+from rope_lessons.evidence.runs import Run, held_out
+from rope_lessons.evidence.sweep import Sweep
+from rope_lessons.evidence.training import evaluate
 from rope_lessons.sweeps.ch05_frequencies import ANALYSIS_SEQUENCES, CORPUS, quarters
-from rope_lessons.training import evaluate
+from rope_lessons.toy.model import TinyTransformer
 
 RANDOM_DRAWS = 8
 MATCHED_DRAWS = 3
@@ -104,8 +104,9 @@ def ablation_analysis(
 
 
 def stored_costs(extra: dict[str, float]) -> list[AblationCost]:
-    """The costs of one stored run, as :func:`~rope_lessons.ablation.ablation_costs` returned
-    them (draws of a control in order)."""
+    """The costs of one stored run, as
+    :func:`~rope_lessons.chapters.ablation.ablation_costs` returned them (draws of a
+    control in order)."""
     rows: dict[tuple[str, int], dict[str, float]] = {}
     for key, value in extra.items():
         if key.count(" | ") == 2:

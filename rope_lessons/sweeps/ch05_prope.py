@@ -5,7 +5,7 @@ The question. p-RoPE (Barbero et al., 2025) rotates only the fastest fraction
 over the trained context, ``(T - 1) * theta_k``, reaches ``2 pi`` has shown
 every angle it will ever show; a pair that turns only partly meets angles it
 never saw as soon as a query reads further back than ``T - 1``
-(:func:`~rope_lessons.spectrum.turn_counts` counts both kinds). The variants are
+(:func:`~rope_lessons.chapters.spectrum.turn_counts` counts both kinds). The variants are
 chosen so that this count varies independently of ``p`` and of the number of
 kept pairs:
 
@@ -27,7 +27,7 @@ label                        kept  turn     turn only  stopped
 head dimension 16, 8 pairs). Two contrasts hold the kept count fixed and change
 only whether all kept pairs turn fully: ``p=0.25, base 100`` against GPT-NeoX
 partial rotary ``partial 0.25, base 100`` (8 kept pairs each; partial rotary
-keeps its slowest pairs, :func:`~rope_lessons.spectrum.partial_rotary_theta`),
+keeps its slowest pairs, :func:`~rope_lessons.chapters.spectrum.partial_rotary_theta`),
 and ``p=0.5`` at base 100 against base 10000 (16 kept pairs each). NoPE
 (``p = 0``) and RoPE (``p = 1``) bracket them.
 
@@ -69,7 +69,7 @@ evaluation at 512.) p = 0.75, RoPE at base 10000 and partial rotary 0.75 were
 cut to fit (the issue's 1200-step runs put p = 0.75, with 7 partial pairs,
 between RoPE and p = 0.5); seeds and steps were not.
 
-Run with ``python -m rope_lessons.sweep ch05_prope``.
+Run with ``python -m rope_lessons.sweeps ch05_prope``.
 """
 
 from __future__ import annotations
@@ -78,13 +78,13 @@ from typing import Any
 
 import torch
 
-from rope_lessons.corpus import CharCorpus
-from rope_lessons.experiments import Run, held_out, make_run
-from rope_lessons.extension import band_edges, band_losses, token_losses
-from rope_lessons.model import TinyTransformer
-from rope_lessons.rope import Rope
-from rope_lessons.spectrum import partial_rotary_theta
-from rope_lessons.sweep import Sweep
+from rope_lessons.chapters.extension import band_edges, band_losses, token_losses
+from rope_lessons.chapters.spectrum import partial_rotary_theta
+from rope_lessons.evidence.runs import Run, held_out, make_run
+from rope_lessons.evidence.sweep import Sweep
+from rope_lessons.rope.spec import Rope
+from rope_lessons.toy.corpus import CharCorpus
+from rope_lessons.toy.model import TinyTransformer
 
 DIM = 64
 HEAD_DIM = 64  # one head per layer; the 4-head models have heads of DIM // 4 = 16
@@ -134,7 +134,7 @@ def position_losses(
     """Held-out loss per position band and per bin of 16 positions, at 512 tokens.
 
     The batch is the one every checkpoint evaluates at 512 (the first batch of
-    :func:`~rope_lessons.experiments.held_out`, 256 sequences), read in chunks of
+    :func:`~rope_lessons.evidence.runs.held_out`, 256 sequences), read in chunks of
     64 sequences, so the mean over all 512 positions is the stored loss at 512.
     """
     tokens, targets = held_out(run.data, EVAL_LEN, device=device)()

@@ -23,14 +23,14 @@ keeps 96 of them, all turning fully, where here it keeps 7 partly turning
 pairs. All run at base 100. :mod:`rope_lessons.sweeps.ch05_turn_threshold`
 varies the angle of the pair after the 17.
 
-Run with ``python -m rope_lessons.sweep ch05_prope_ladders`` (about 17
+Run with ``python -m rope_lessons.sweeps ch05_prope_ladders`` (about 17
 minutes of one core).
 """
 
 from __future__ import annotations
 
-from rope_lessons.rope import Rope
-from rope_lessons.sweep import Sweep
+from rope_lessons.evidence.sweep import Sweep
+from rope_lessons.rope.spec import Rope
 from rope_lessons.sweeps.ch05_prope import BASE, HEAD_DIM, SEEDS, variant_run
 
 LADDERS: dict[str, Rope] = {

@@ -16,14 +16,14 @@ budget, evaluation and five seeds, paired with theirs:
 
 Cost. About 64 to 90 s of one core per (run, seed) on an idle machine, 25 runs.
 
-Run with ``python -m rope_lessons.sweep ch05_turn_dose``.
+Run with ``python -m rope_lessons.sweeps ch05_turn_dose``.
 """
 
 from __future__ import annotations
 
 import math
 
-from rope_lessons.sweep import Sweep
+from rope_lessons.evidence.sweep import Sweep
 from rope_lessons.sweeps.ch05_prope import SEEDS, variant_run
 from rope_lessons.sweeps.ch05_turn_threshold import turn_ladder
 

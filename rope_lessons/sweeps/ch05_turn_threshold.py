@@ -20,14 +20,14 @@ seed by seed (``p=17/32`` there is ``phi = 0``, ``p=18/32`` is
 
 Ladders ``one pair at phi``: pair 17 alone, turning by ``phi`` = pi/4,
 pi/2, pi or 3 pi/2, the one partly turning pair
-(:func:`~rope_lessons.spectrum.turn_counts`). Angles of 2 pi and more are not
+(:func:`~rope_lessons.chapters.spectrum.turn_counts`). Angles of 2 pi and more are not
 trained: ``p=17/32`` itself ends on pair 16 at 6.30 rad, just past a full
 turn, and ``p=18/32`` adds one at 5.46 rad.
 
 Cost. About 64 to 90 s of one core per (run, seed) on an idle machine
 (``ch05_prope``), 200 to 280 s on the shared one that trained it, 20 runs.
 
-Run with ``python -m rope_lessons.sweep ch05_turn_threshold``.
+Run with ``python -m rope_lessons.sweeps ch05_turn_threshold``.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ import math
 
 import torch
 
-from rope_lessons.rope import Rope
-from rope_lessons.sweep import Sweep
+from rope_lessons.evidence.sweep import Sweep
+from rope_lessons.rope.spec import Rope
 from rope_lessons.sweeps.ch05_prope import BASE, HEAD_DIM, SEEDS, TRAIN_LEN, variant_run
 
 FULLY_TURNING = 17  # pairs 0-16 of the base-100 ladder turn fully in 63 distances

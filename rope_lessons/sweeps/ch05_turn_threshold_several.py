@@ -13,14 +13,14 @@ three of the other sweeps, paired with theirs.
 Cost. About 64 to 90 s of one core per (run, seed) on an idle machine (80 to
 130 s on the shared machine that trained it), 3 runs.
 
-Run with ``python -m rope_lessons.sweep ch05_turn_threshold_several``.
+Run with ``python -m rope_lessons.sweeps ch05_turn_threshold_several``.
 """
 
 from __future__ import annotations
 
 import math
 
-from rope_lessons.sweep import Sweep
+from rope_lessons.evidence.sweep import Sweep
 from rope_lessons.sweeps.ch05_prope import variant_run
 from rope_lessons.sweeps.ch05_turn_threshold import turn_ladder
 

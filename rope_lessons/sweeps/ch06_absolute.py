@@ -7,13 +7,13 @@ that turn one side only (``q``, ``v``, ``o``) behave like them? ``"learned"``
 :mod:`rope_lessons.sweeps.ch06_placements` (two layers, width 64, four heads
 of dimension 16, 1600 steps of 32 windows of 64 characters), five seeds.
 
-Run with ``python -m rope_lessons.sweep ch06_absolute`` (about 10 minutes of
+Run with ``python -m rope_lessons.sweeps ch06_absolute`` (about 10 minutes of
 one core).
 """
 
 from __future__ import annotations
 
-from rope_lessons.sweep import Sweep
+from rope_lessons.evidence.sweep import Sweep
 from rope_lessons.sweeps.ch06_placements import language_model_run
 
 KINDS = ("learned", "sinusoidal")

@@ -7,13 +7,13 @@ from its mask, and more layers give it more room to. ``nope``, ``q``, ``v``,
 with four layers instead of two, one seed each: a replicate to set beside
 the two-layer ranking, not a ranking of its own.
 
-Run with ``python -m rope_lessons.sweep ch06_depth`` (about 10 minutes of one
+Run with ``python -m rope_lessons.sweeps ch06_depth`` (about 10 minutes of one
 core).
 """
 
 from __future__ import annotations
 
-from rope_lessons.sweep import Sweep
+from rope_lessons.evidence.sweep import Sweep
 from rope_lessons.sweeps.ch06_placements import language_model_run
 
 PLACEMENTS = ("nope", "q", "v", "o", "qk")

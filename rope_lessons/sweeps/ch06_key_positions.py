@@ -3,7 +3,7 @@
 Five placements, the one-sided ``q``, ``k``, ``v`` and ``o`` and ``qk``, trained
 exactly as in :mod:`rope_lessons.sweeps.ch06_placements` (two layers, width 64,
 four heads, 1600 steps of 32 windows of 64 characters), three seeds, each measured with
-:func:`~rope_lessons.vo_rope.key_position_stats`: how far each layer's attention
+:func:`~rope_lessons.chapters.vo_rope.key_position_stats`: how far each layer's attention
 rows move (total-variation distance) when the keys' positions are permuted and
 the queries keep theirs. With ``q``, ``v`` or ``o`` alone the first layer's
 logits :math:`(R_m q_m)^\\top k_n` never see a key's position, so its number is
@@ -17,9 +17,9 @@ and ``qkvo``, to keep the sweep to 15 runs.
 
 from __future__ import annotations
 
-from rope_lessons.sweep import Sweep
+from rope_lessons.chapters.vo_rope import key_position_stats
+from rope_lessons.evidence.sweep import Sweep
 from rope_lessons.sweeps.ch06_placements import language_model_run
-from rope_lessons.vo_rope import key_position_stats
 
 KEY_PLACEMENTS = ("q", "k", "v", "o", "qk")
 """The placements measured, in the order the sweep trains them."""

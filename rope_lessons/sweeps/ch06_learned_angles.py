@@ -4,21 +4,21 @@ J. Su noted that his VO-RoPE runs kept QK-RoPE's fixed angles and that
 trainable ones might do better (kexue.fm/archives/10862); chapter 7's LRU
 trains its angles. The same causal two-layer model as the RoPER sweep
 (``ch06_roper``: width 64, four heads of dimension 16), on
-:class:`~rope_lessons.synthetic.CopyAtLag` (lag 8), with RoPE at ``vo`` or
+:class:`~rope_lessons.toy.synthetic.CopyAtLag` (lag 8), with RoPE at ``vo`` or
 ``qk``, its frequencies fixed at RoFormer's ladder or trained from it
 (``learned_angles``). Trained at length 32 for 1200 steps (in a pilot, seed 0
 of fixed ``vo`` went from 71% accuracy at 150 steps to 99.6% at 600 and 100%
 at 1200), evaluated at 32 and 64; five seeds. Each run stores its layers'
-frequencies at the end (:func:`~rope_lessons.vo_rope.trained_angles`).
+frequencies at the end (:func:`~rope_lessons.chapters.vo_rope.trained_angles`).
 """
 
 from __future__ import annotations
 
-from rope_lessons.experiments import Run, make_run
-from rope_lessons.model import TinyTransformer
-from rope_lessons.sweep import Sweep
-from rope_lessons.synthetic import CopyAtLag
-from rope_lessons.vo_rope import trained_angles
+from rope_lessons.chapters.vo_rope import trained_angles
+from rope_lessons.evidence.runs import Run, make_run
+from rope_lessons.evidence.sweep import Sweep
+from rope_lessons.toy.model import TinyTransformer
+from rope_lessons.toy.synthetic import CopyAtLag
 
 TASK = CopyAtLag(lag=8)
 STEPS = 1200

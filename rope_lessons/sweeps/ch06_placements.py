@@ -1,10 +1,10 @@
 """Chapter 6: the nine RoPE placements on the same small character language model.
 
-Every placement of :data:`~rope_lessons.attention.PLACEMENTS` trains the same
+Every placement of :data:`~rope_lessons.toy.rotary_attention.PLACEMENTS` trains the same
 causal two-layer model (width 64, four heads of dimension 16) on the course
 corpus, 1600 steps of 32 windows of 64 characters, five seeds; the stored
 numbers are the validation loss at every checkpoint (steps 25, 320, 640, 960,
-1280 and 1600) and :func:`~rope_lessons.vo_rope.reading_stats` on the trained
+1280 and 1600) and :func:`~rope_lessons.chapters.vo_rope.reading_stats` on the trained
 model.
 
 The budget. Version 1 stopped at 300 steps, where NoPE and the q, k, v and o
@@ -22,12 +22,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from rope_lessons.attention import PLACEMENTS
-from rope_lessons.corpus import CharCorpus
-from rope_lessons.experiments import Analyse, Run, make_run
-from rope_lessons.model import TinyTransformer
-from rope_lessons.sweep import Sweep
-from rope_lessons.vo_rope import reading_stats
+from rope_lessons.chapters.vo_rope import reading_stats
+from rope_lessons.evidence.runs import Analyse, Run, make_run
+from rope_lessons.evidence.sweep import Sweep
+from rope_lessons.toy.corpus import CharCorpus
+from rope_lessons.toy.model import TinyTransformer
+from rope_lessons.toy.rotary_attention import PLACEMENTS
 
 TRAIN_LEN = 64
 STEPS = 1600

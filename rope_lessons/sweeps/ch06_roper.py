@@ -1,9 +1,9 @@
 """Chapter 6: RoPER's claim on two small tasks, QK against VO and QKVO (and NoPE).
 
 RoPER (labml) rotates values and outputs on top of QK-RoPE and reports gains
-on position-heavy algorithmic tasks. Two tasks of :mod:`rope_lessons.synthetic`:
-:class:`~rope_lessons.synthetic.MarkerDistance` (the answer is the distance to
-a retrieved token) and :class:`~rope_lessons.synthetic.CopyAtLag` (position
+on position-heavy algorithmic tasks. Two tasks of :mod:`rope_lessons.toy.synthetic`:
+:class:`~rope_lessons.toy.synthetic.MarkerDistance` (the answer is the distance to
+a retrieved token) and :class:`~rope_lessons.toy.synthetic.CopyAtLag` (position
 must steer attention; the retrieved token's content is the answer). A causal
 two-layer model of width 64, trained at length 32 and evaluated at 32 and 64.
 
@@ -20,10 +20,10 @@ and from 23.5% to 24.2% over the last fifth of 2400.
 
 from __future__ import annotations
 
-from rope_lessons.experiments import Run, make_run
-from rope_lessons.model import TinyTransformer
-from rope_lessons.sweep import Sweep
-from rope_lessons.synthetic import CopyAtLag, MarkerDistance, Task
+from rope_lessons.evidence.runs import Run, make_run
+from rope_lessons.evidence.sweep import Sweep
+from rope_lessons.toy.model import TinyTransformer
+from rope_lessons.toy.synthetic import CopyAtLag, MarkerDistance, Task
 
 ROPER_PLACEMENTS = ("nope", "qk", "vo", "qkvo")
 TASKS: dict[str, Task] = {

@@ -6,7 +6,7 @@ unturned vector and turns the key at read time (``shared_kv`` with ``"qk"``).
 Beside them: shared key and value without positions, multi-query attention
 (one key head and one value head, RoPE on queries and keys, two cached
 vectors), and VO-RoPE on part of the shared vector (the conventional partial
-rotary of :func:`~rope_lessons.spectrum.partial_rotary_theta`, the ladder
+rotary of :func:`~rope_lessons.chapters.spectrum.partial_rotary_theta`, the ladder
 recomputed over the turned dimensions, as in RoPER's default of half and in
 Su's S2, which turns 64 of 256 dimensions).
 
@@ -18,13 +18,13 @@ seed, so multi-head ``qk`` and ``nope`` come from that sweep, paired by seed.
 
 from __future__ import annotations
 
-from rope_lessons.corpus import CharCorpus
-from rope_lessons.experiments import Run, make_run
-from rope_lessons.model import TinyTransformer
-from rope_lessons.rope import Rope
-from rope_lessons.spectrum import partial_rotary_theta
-from rope_lessons.sweep import Sweep
+from rope_lessons.chapters.spectrum import partial_rotary_theta
+from rope_lessons.evidence.runs import Run, make_run
+from rope_lessons.evidence.sweep import Sweep
+from rope_lessons.rope.spec import Rope
 from rope_lessons.sweeps.ch06_placements import STEPS, TRAIN_LEN
+from rope_lessons.toy.corpus import CharCorpus
+from rope_lessons.toy.model import TinyTransformer
 
 HEAD_DIM = 16
 # label: (key-value heads, shared key and value, placement, fraction of the head turned)

@@ -1,15 +1,16 @@
 """Chapter 7: real decay, complex decay (LRU) and retention, trained until the curves flatten.
 
-Three one-layer recurrent models of width 32 (:class:`~rope_lessons.recurrence.RecurrentConfig`,
+Three one-layer recurrent models of width 32
+(:class:`~rope_lessons.chapters.recurrent_models.RecurrentConfig`,
 state 16, MLP ratio 2) that differ only in the sequence mixer: ``real`` (32 real
 decays), ``complex`` (16 complex decays, the LRU layer) and ``retnet`` (retention:
 fixed real decays per head, RoPE on queries and keys). Two tasks of
-:mod:`rope_lessons.synthetic`, trained at length 32 and evaluated at 32 and at
+:mod:`rope_lessons.toy.synthetic`, trained at length 32 and evaluated at 32 and at
 128 (four times the trained length):
 
-* ``copy``: :class:`~rope_lessons.synthetic.CopyAtLag` (lag 8, 16 tokens,
+* ``copy``: :class:`~rope_lessons.toy.synthetic.CopyAtLag` (lag 8, 16 tokens,
   chance 1/16): a delay line;
-* ``mod3``: :class:`~rope_lessons.synthetic.PositionModulo` (modulus 3, 8
+* ``mod3``: :class:`~rope_lessons.toy.synthetic.PositionModulo` (modulus 3, 8
   tokens, chance 1/3): the tokens are noise and the answer is ``t mod 3``; a
   positive real decay cannot oscillate with period 3, a complex one can.
 
@@ -27,29 +28,29 @@ at 5000, 0.60 at 8000): no affordable budget brings it to a plateau, so the
 stored convergence report says so. (The recorded sweep: the complex model
 solves copying between steps 400 and 2600 on its five seeds.) 4000 steps for every run,
 evaluated every 100 steps (40 checkpoints: the step at which a run first
-reaches an accuracy, :func:`~rope_lessons.experiments.steps_to_reach`, is known
+reaches an accuracy, :func:`~rope_lessons.evidence.runs.steps_to_reach`, is known
 to 100 steps) on 2 batches of 256 held-out sequences per length.
 
 The ``analyse`` hook :func:`trained_decays` stores the trained decays of the
 ``real`` and ``complex`` mixers (modulus and phase of each).
 
-Run with ``python -m rope_lessons.sweep ch07_recurrent``.
+Run with ``python -m rope_lessons.sweeps ch07_recurrent``.
 """
 
 from __future__ import annotations
 
 import torch
 
-from rope_lessons.experiments import Run
-from rope_lessons.recurrence import (
+from rope_lessons.chapters.recurrent_models import (
     ComplexDecayMixer,
     MixerKind,
     RealDecayMixer,
     RecurrentConfig,
     RecurrentModel,
 )
-from rope_lessons.sweep import Sweep
-from rope_lessons.synthetic import CopyAtLag, PositionModulo, Task
+from rope_lessons.evidence.runs import Run
+from rope_lessons.evidence.sweep import Sweep
+from rope_lessons.toy.synthetic import CopyAtLag, PositionModulo, Task
 
 STEPS = 4000
 N_CHECKPOINTS = 40

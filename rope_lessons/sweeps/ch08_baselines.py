@@ -24,10 +24,9 @@ from __future__ import annotations
 
 import torch
 
-from rope_lessons.experiments import Run
-from rope_lessons.model import TinyTransformer
-from rope_lessons.rope import Rope
-from rope_lessons.sweep import Sweep
+from rope_lessons.evidence.runs import Run
+from rope_lessons.evidence.sweep import Sweep
+from rope_lessons.rope.spec import Rope
 from rope_lessons.sweeps.ch08_benchmark import (
     BATCH_SIZE,
     EVAL_LEN,
@@ -37,6 +36,7 @@ from rope_lessons.sweeps.ch08_benchmark import (
     run_seed,
     score,
 )
+from rope_lessons.toy.model import TinyTransformer
 
 P = 0.25
 

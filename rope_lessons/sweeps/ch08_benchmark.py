@@ -1,6 +1,6 @@
 """Chapter 8's benchmark: a char LM trained at 64 tokens on text with copied segments, read to 512.
 
-The data is :class:`~rope_lessons.long_context.CopyInText` (the course corpus
+The data is :class:`~rope_lessons.chapters.long_context.CopyInText` (the course corpus
 with a segment of 16 random letters written again 16 to 48 characters later
 in every training window), so a model that cannot reach back past its window
 pays for it on the copied letters, and every method is scored on the text
@@ -44,17 +44,8 @@ from typing import Any, Literal
 import torch
 
 from rope_lessons._checks import check_positive_int
-from rope_lessons.attention import Local
-from rope_lessons.experiments import Analyse, Run, RunResult, make_run, summarise
-from rope_lessons.extension import (
-    ExtensionMethod,
-    band_edges,
-    critical_pair,
-    extended,
-    fine_tune,
-    scaled_frequencies,
-)
-from rope_lessons.long_context import (
+from rope_lessons.chapters.extension import band_edges, extended, fine_tune
+from rope_lessons.chapters.long_context import (
     CHANCE_ACCURACY,
     CopyInText,
     Probe,
@@ -64,9 +55,15 @@ from rope_lessons.long_context import (
     text_band_losses,
     token_scores,
 )
-from rope_lessons.model import TinyTransformer
-from rope_lessons.rope import Rope, frequencies
-from rope_lessons.sweep import Sweep
+from rope_lessons.evidence.comparisons import summarise
+from rope_lessons.evidence.runs import Analyse, Run, RunResult, make_run
+from rope_lessons.evidence.sweep import Sweep
+from rope_lessons.rope.ladder import frequencies
+from rope_lessons.rope.scaled_specs import scaled_frequencies
+from rope_lessons.rope.scaling import ExtensionMethod, critical_pair
+from rope_lessons.rope.spec import Rope
+from rope_lessons.toy.model import TinyTransformer
+from rope_lessons.toy.rotary_attention import Local
 
 TRAIN_LEN, FACTOR, SEGMENT, HEAD_DIM = 64, 8, 16, 32
 N_LAYERS, N_HEADS = 4, 2  # width 64: heads of HEAD_DIM
@@ -148,7 +145,7 @@ def score(model: TinyTransformer, name: str, seed: int) -> dict[str, float]:
 
 
 def run_seed() -> int:
-    """The seed of the run whose ``analyse`` hook is running: :func:`run_once` seeded torch
+    """The seed of the run whose ``analyse`` hook is running: :func:`~.run_once` seeded torch
     with it."""
     return torch.initial_seed()
 
@@ -232,8 +229,8 @@ def attention_key(reading: str, measure: str, layer: int, head: int) -> str:
 def attention_scores(model: TinyTransformer, seed: int) -> dict[str, float]:
     """Where each head looks on seed ``seed``'s probe at the trained distances, read at
     512 tokens with all keys (``"plain"``) and within a window of 64 (``"window"``): its
-    weight on the source of each copied letter (:func:`source_attention`) and its mass on
-    keys 64 or more back (:func:`attention_beyond`; zero in the window)."""
+    weight on the source of each copied letter (:func:`~.source_attention`) and its mass on
+    keys 64 or more back (:func:`~.attention_beyond`; zero in the window)."""
     probe = probes(seed)[0]
     device = next(model.parameters()).device
     out = {}

@@ -13,10 +13,10 @@ at 64, which the chapter says beside its numbers.
 
 from __future__ import annotations
 
-from rope_lessons.attention import Local
-from rope_lessons.sweep import Sweep
+from rope_lessons.evidence.sweep import Sweep
 from rope_lessons.sweeps.ch08_baselines import analyse_as_trained
 from rope_lessons.sweeps.ch08_benchmark import STEPS, TRAIN_LEN, benchmark_run
+from rope_lessons.toy.rotary_attention import Local
 
 CHUNK = TRAIN_LEN // 2
 IROPE_STEPS = 2 * STEPS

@@ -17,10 +17,13 @@ from urllib.parse import urljoin
 import pytest
 import torch
 
-from rope_lessons.decay import abel_bound, peaked_key
-from rope_lessons.extension import ExtensionMethod, dynamic_ntk_alpha, scaled_frequencies
-from rope_lessons.rope import Rope, apply_rope, frequencies, score_at_distance
-from rope_lessons.spectrum import partial_rotary_theta, prope_theta, turn_counts
+from rope_lessons.chapters.decay_bounds import abel_bound, peaked_key
+from rope_lessons.chapters.spectrum import partial_rotary_theta, prope_theta, turn_counts
+from rope_lessons.rope.kernels import apply_rope, score_at_distance
+from rope_lessons.rope.ladder import frequencies
+from rope_lessons.rope.scaled_specs import scaled_frequencies
+from rope_lessons.rope.scaling import ExtensionMethod, dynamic_ntk_alpha
+from rope_lessons.rope.spec import Rope
 
 from .site_pages import SCREENSHOTS
 
@@ -293,26 +296,24 @@ def test_every_widget_answers_the_keyboard_and_says_what_it_shows(
 
 
 # Settings at the ends of every control's range: the numbers still match the package.
-EXTREMES = {
-    "widget-ch03-pair": {"log_base": 7, "d": 256, "pair": 127, "m": 100, "n": 0},
-    "widget-ch05-ladder": {"mode": "partial", "fraction": 0.125, "log_base": 7, "d": 256,
-                           "log2_context": 4},
+PAIR_EXTREMES = {"log_base": 7, "d": 256, "pair": 127, "m": 100, "n": 0}
+LADDER_EXTREMES: dict[str, float | str] = {
+    "mode": "partial", "fraction": 0.125, "log_base": 7, "d": 256, "log2_context": 4,
 }  # fmt: skip
 
 
 def test_the_extremes_of_the_pair_and_ladder_widgets_match_the_package(
     browser: Any, server: str
 ) -> None:
-    pair = EXTREMES["widget-ch03-pair"]
+    pair = PAIR_EXTREMES
     box = _open(browser, server, "widget-ch03-pair")
-    _set(browser, box, pair)
+    _set(browser, box, dict(pair))
     shown = _shown(browser, box)
     expected = _pair_values(pair["log_base"], pair["d"], pair["pair"], pair["m"], pair["n"])
     for name, value in expected.items():
         _close(shown[name], value, name)
-    ladder = EXTREMES["widget-ch05-ladder"]
     box = _open(browser, server, "widget-ch05-ladder")
-    _set(browser, box, ladder)
+    _set(browser, box, LADDER_EXTREMES)
     shown = _shown(browser, box)
     values = _ladder_values("partial", 0.125, 7, 256, 4)
     assert {n: shown[n] for n in ("kept", "full", "critical")} == {
