@@ -1,6 +1,17 @@
-"""Chapter 8's toy experiments: a trained model with a new spec (surgery),
-query log-length scaling, per-position and per-band losses, attention entropy and
-short fine-tunes.
+"""Chapter 8's toy experiments: a trained model read with a new spec, and how it does.
+
+* :func:`extended`: a copy of a trained model with a new spec (frequencies
+  and attention factor: YaRN's, on the queries and keys of its rotary layers,
+  as Hugging Face applies it; the specs come from
+  :func:`~rope_lessons.rope.scaled_specs.scaled_frequencies`) and optionally
+  Su's log-length scaling of the queries
+  (:func:`~rope_lessons.rope.scaling.log_length_scale`);
+* :func:`token_losses`, :func:`band_edges` and :func:`band_losses`: held-out
+  loss per position and per position band; :func:`attention_entropy`: the
+  entropy of each layer's attention rows;
+* :func:`fine_tune`: a short fine-tune of an extended model at the new length.
+
+Shapes: ``B`` batch, ``T`` sequence length, ``H`` heads, ``C`` model width.
 """
 
 from __future__ import annotations

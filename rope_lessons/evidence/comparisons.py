@@ -1,5 +1,14 @@
-"""Summaries over seeds and paired comparisons: means with Student's t
-intervals, paired differences and the evidence rule's family-wise intervals.
+"""What several seeds of a run show: summaries and paired comparisons.
+
+:func:`summarise` reports the mean, standard deviation, standard error and range
+over seeds, with Student's t interval (:func:`t_quantile`, from ``scipy.stats``);
+:func:`metric_by_length` and :func:`accuracy_by_length` summarise one metric at
+each evaluation length. :func:`compare_paired` compares two variants seed by seed
+(the same seeds, so the seed-to-seed noise they share cancels), and
+:func:`paired_differences`, :func:`compare_readings` and :func:`compare_extras`
+do it for any reading; their intervals widen with the size of the family of
+contrasts read together (the intro's evidence rule). :func:`difference_of_means`
+compares two groups that share no seeds.
 """
 
 from __future__ import annotations

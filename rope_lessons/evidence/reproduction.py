@@ -1,5 +1,28 @@
-"""What a stored sweep's results show and whether a re-run reproduces
-them: prediction intervals, convergence, seeds apart, and the prefix and range checks.
+"""A stored sweep's results, what they show, and whether a re-run reproduces them.
+
+:class:`StoredSweep` holds the verified results of a sweep (read by
+:func:`rope_lessons.sweeps.load_sweep`) and summarises them: per run and
+length, the seeds' values, :class:`Convergence` over the last fifth of
+training, and :func:`seeds_apart`.
+
+Reproduction on any CPU (:meth:`StoredSweep.check`). PyTorch picks its CPU
+kernels by vector instruction set (``ATEN_CPU_CAPABILITY``), so two machines
+round differently, and training amplifies the difference: after a few hundred
+steps a re-run is, in effect, another seed. A re-run is therefore compared in
+two parts:
+
+* its deterministic prefix: the training losses of the first
+  :data:`~rope_lessons.evidence.runs.PREFIX_STEPS` steps and the held-out
+  evaluation after them, against the stored run of the same seed, within
+  :data:`PREFIX_TOLERANCE` (different instruction sets agree there to about
+  1e-6; a changed rotation sign, learning rate or data stream moves them by
+  1e-3 or more);
+* its later numbers: every held-out metric at its last checkpoint must lie in
+  the 99.9% prediction interval of the stored seeds at that checkpoint
+  (:func:`prediction_interval`), never narrower than :data:`RANGE_FLOOR`.
+
+Every results file also holds a *reference*: the cheapest (run, seed) trained
+on the CPU with one thread, whose prefix ``tests/test_sweeps.py`` re-trains.
 """
 
 from __future__ import annotations

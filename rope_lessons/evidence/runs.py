@@ -1,5 +1,23 @@
-"""One toy run, trained and evaluated: its recipe, its result, its seeds
-and the metrics read from it.
+"""Toy runs: a run fixes everything but the seed; train it, evaluate it, repeat over seeds.
+
+A :class:`Run` holds the model configuration, the data (a synthetic task of
+:mod:`rope_lessons.toy.synthetic` or a :class:`~rope_lessons.toy.corpus.CharCorpus`),
+the training length and budget, and the lengths to evaluate at (longer than
+the training length to test extrapolation). :func:`make_run` builds one for
+any task or corpus; :func:`train_run` trains it with one seed, evaluates it on
+held-out data (:func:`held_out`: the validation split; for a corpus, the end of
+the text that training never sees; for a synthetic task, a separate stream,
+the same for every seed and variant) and hands back the trained model with
+the result (:func:`run_once`: the result alone). :func:`run_seeds` repeats it
+over seeds; :func:`metric` reads one number of a result. Summaries and paired
+comparisons over seeds are :mod:`rope_lessons.evidence.comparisons`.
+
+The chapter-2 task, reused by chapter 3, is :func:`order_run`: the
+:class:`~rope_lessons.toy.synthetic.WhichFirst` task on a bidirectional model,
+trained at length 16 and evaluated at 16, 32 and 64.
+
+Multi-seed experiments too slow for a notebook are stored sweeps of runs:
+see :mod:`rope_lessons.evidence.store` and :mod:`rope_lessons.sweeps`.
 """
 
 from __future__ import annotations

@@ -1,5 +1,23 @@
-"""The results files of stored sweeps: written as runs finish, verified when
-read (hash, version, configuration), merged, and timed before a run.
+"""The results files of stored sweeps: written as runs finish, verified when read.
+
+:func:`run_sweep` trains every (run, seed) of a sweep not yet stored, with a
+progress bar, and writes each finished run at once to
+``rope_lessons/results/<name>.json``, so an interrupted sweep resumes where it
+stopped. Each result records the command, device, CPU threads, library
+versions, date and git commit; the file records the sweep's version and the
+configuration of every run, and a SHA-256 of its content. A ``results_dir``
+writes and reads another folder instead, so that two processes can train
+different seeds at once; :func:`merge_results` then adds the runs one of them
+stored to the other's file. :func:`dry_run` prints what is pending and an
+estimated time (:func:`measure_throughput`).
+
+:func:`read_results` (and :func:`load_stored`, which builds the
+:class:`~rope_lessons.evidence.reproduction.StoredSweep`) refuses a file whose
+hash does not match (a hand-edited file), whose version differs from the
+code's, or whose runs the code now describes differently (a change of meaning
+without a version bump). A stored configuration keeps the qualified names it
+was written with; :func:`current_names` maps those of modules that moved since
+(:data:`MOVED_MODULES`) before the comparison.
 """
 
 from __future__ import annotations

@@ -1,5 +1,12 @@
-"""The definition of a stored sweep: a named, versioned set of runs and seeds,
-and how two run configurations are compared.
+"""A stored sweep's definition: a named, versioned experiment, every run trained with
+every seed.
+
+A sweep is a module ``rope_lessons/sweeps/<name>.py`` that defines
+``SWEEP = Sweep(...)`` (:mod:`rope_lessons.sweeps` finds them). Its
+:meth:`Sweep.config` describes every run as JSON values, stored beside the
+results; :func:`same_config` compares two such descriptions, numbers to a
+relative :data:`CONFIG_RELATIVE_TOLERANCE`, so that a frequency recomputed with
+other rounding is still the same run.
 """
 
 from __future__ import annotations

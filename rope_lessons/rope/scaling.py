@@ -1,7 +1,27 @@
-"""Chapter 8's context-extension formulas as pure functions of a spec:
-position interpolation, NTK-aware and dynamic NTK bases, YaRN's ramp and attention
-factor, Llama 3's rule, the critical pair, safe distances, the base bound and
-log-length scaling.
+r"""Beyond the trained length: the formulas that rescale RoPE's frequencies (chapter 8).
+
+Chapter 8 asks what happens when a RoPE model trained on sequences of
+``original_length`` tokens reads longer ones, and what the published fixes
+change. Every fix is a new per-pair frequency vector (and, for YaRN, an
+attention factor); this module computes them as plain tensors, and
+:mod:`rope_lessons.rope.scaled_specs` makes them a
+:class:`~rope_lessons.rope.spec.Rope`:
+
+* :func:`scaled_theta`: position interpolation ("linear", Chen et al.
+  2023), NTK-aware scaling ("ntk", bloc97 2023, with its factor
+  :math:`\alpha` free), dynamic NTK ("dynamic", a new base for each sequence
+  length, :func:`dynamic_ntk_alpha`), YaRN ("yarn", Peng et al. 2023, with the
+  ramp of the reference code or of the paper: :func:`yarn_ramp`,
+  :func:`yarn_attention_factor`) and Llama 3's scaling ("llama3",
+  :func:`llama3_weight`), with the conventions of Hugging Face transformers'
+  ``ROPE_INIT_FUNCTIONS`` (pair 0 fastest);
+* :func:`critical_pair` and :func:`base_lower_bound`: which pairs see every
+  angle during training (Liu et al. 2023), and the smallest base for which
+  RoPE's "semantic aggregation" sum (:func:`aggregation_sum`) stays
+  non-negative over a context (Men et al. 2024, with Su's brute-force search);
+* :func:`log_length_scale`: Su's log-length scaling of the queries.
+
+Shapes: ``d`` head dimension (even), ``d/2`` rotary pairs.
 """
 
 from __future__ import annotations

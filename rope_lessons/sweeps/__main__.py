@@ -1,4 +1,19 @@
-"""The command line of the stored sweeps: ``python -m rope_lessons.sweeps NAME``."""
+"""The command line of the stored sweeps (from the repository root)::
+
+    python -m rope_lessons.sweeps --list
+    python -m rope_lessons.sweeps ch03_order [--seeds 0 1 2] [--device cpu] [--restart]
+    python -m rope_lessons.sweeps ch03_order --dry-run [--throughput TOKENS_PER_S]
+    python -m rope_lessons.sweeps ch03_order --labels
+    python -m rope_lessons.sweeps ch03_order --only "rope" [--seeds 0]
+    python -m rope_lessons.sweeps ch03_order --merge-from DIR
+
+``--results-dir DIR`` writes and reads the results in ``DIR`` instead of the
+package's folder; with it, two processes can train different seeds at once,
+and ``--merge-from DIR`` then adds the runs one of them stored to the other's
+file (:func:`~rope_lessons.evidence.store.merge_results`). ``--dry-run`` prints
+the runs, the seeds, the (run, seed) pairs not stored yet and an estimated time
+(:func:`~rope_lessons.evidence.store.dry_run`); ``--labels`` lists the variants.
+"""
 
 from __future__ import annotations
 
