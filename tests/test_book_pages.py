@@ -106,7 +106,13 @@ CHECKED_PAGES = [
     "01_no_order",
     "02_absolute_encodings",
     "03_deriving_rope",
+    "03_deriving_rope_layouts",
+    "03_deriving_rope_images",
+    "03_deriving_rope_precision",
+    "03_deriving_rope_experiment",
     "04_decay",
+    "04_decay_critique",
+    "04_decay_trained",
 ]
 CHECKED_NOTEBOOKS = ["01_no_order", "02_absolute_encodings", "04_decay"]
 # Chapter 4 writes one query and one key in bold (\mathbf q, \mathbf k), a symbol of its

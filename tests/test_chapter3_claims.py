@@ -1,7 +1,8 @@
 """Chapter 3's prose: numbers read from the page and computed afresh, and what apply_rope does.
 
-Each test reads its numbers from ``book/03_deriving_rope.md`` (so a page that
-says something else fails) and recomputes them with the package.
+Each test reads its numbers from the chapter's pages, ``book/03_deriving_rope.md`` and
+its section pages ``book/03_deriving_rope_*.md`` (so a page that says something else
+fails), and recomputes them with the package.
 """
 
 from __future__ import annotations
@@ -17,12 +18,13 @@ from rope_lessons.rope.ladder import frequencies
 from rope_lessons.rope.precision import angle_error, round_to_dtype
 from rope_lessons.rope.rope2d import mixed_frequencies
 
-PAGE = Path(__file__).resolve().parents[1] / "book" / "03_deriving_rope.md"
+BOOK = Path(__file__).resolve().parents[1] / "book"
+PAGES = [BOOK / "03_deriving_rope.md", *sorted(BOOK.glob("03_deriving_rope_*.md"))]
 
 
 def page_text() -> str:
-    """The page with its line breaks folded into spaces."""
-    return " ".join(PAGE.read_text().split())
+    """The chapter's pages, one after the other, with line breaks folded into spaces."""
+    return " ".join(" ".join(page.read_text().split()) for page in PAGES)
 
 
 def quoted(pattern: str) -> tuple[str, ...]:

@@ -523,10 +523,10 @@ def test_a_stored_sweep_tables_its_variants_without_pandas() -> None:
         for label in stored.sweep.labels
     }
     text = stored.format_table("answer_accuracy").splitlines()
-    assert text[0].startswith("ch03_order: answer_accuracy, mean ± standard deviation")
+    assert text[0].startswith("ch03_order: answer_accuracy, mean (s.d.) over the stored seeds")
     assert text[1].split() == ["variant", "length", "16", "length", "32", "length", "64"]
     rope = table["rope"][32]
-    assert text[2].split()[0] == "rope" and f"{rope.mean:.3f} ± {rope.std:.3f}" in text[2]
+    assert text[2].split()[0] == "rope" and f"{rope.mean:.3f} (s.d. {rope.std:.3f})" in text[2]
     with pytest.raises(ValueError, match="name"):
         stored.table("perplexity")
 

@@ -78,7 +78,9 @@ class Summary:
         return t_quantile(level, self.n - 1) * self.sem
 
     def __str__(self) -> str:
-        return f"{self.mean:.3f} ± {self.std:.3f} [{self.low:.3f}, {self.high:.3f}] (n={self.n})"
+        return (
+            f"{self.mean:.3f} (s.d. {self.std:.3f}) [{self.low:.3f}, {self.high:.3f}] (n={self.n})"
+        )
 
 
 def summarise(values: Sequence[float]) -> Summary:

@@ -385,19 +385,21 @@ class StoredSweep:
 
     def format_table(self, name: str | None = None) -> str:
         """:meth:`table` as plain text: a row per variant, a column per evaluation length,
-        each cell the mean ± the seeds' standard deviation (3 decimals)."""
+        each cell the mean and, in brackets, the seeds' standard deviation (3 decimals)."""
         table = self.table(name)
         lengths = sorted({length for row in table.values() for length in row})
         width = max([len("variant"), *(len(label) for label in table)])
         metric_names = {_metric_name(run, name) for run in self.sweep.runs if run.label in table}
         lines = [
-            f"{self.sweep.name}: {', '.join(sorted(metric_names))}, mean ± standard deviation "
-            "over the stored seeds",
-            f"{'variant':<{width}}" + "".join(f"{f'length {n}':>17}" for n in lengths),
+            f"{self.sweep.name}: {', '.join(sorted(metric_names))}, mean (s.d.) over the stored "
+            "seeds",
+            f"{'variant':<{width}}" + "".join(f"{f'length {n}':>20}" for n in lengths),
         ]
         for label, row in table.items():
-            cells = [f"{row[n].mean:.3f} ± {row[n].std:.3f}" if n in row else "-" for n in lengths]
-            lines.append(f"{label:<{width}}" + "".join(f"{cell:>17}" for cell in cells))
+            cells = [
+                f"{row[n].mean:.3f} (s.d. {row[n].std:.3f})" if n in row else "-" for n in lengths
+            ]
+            lines.append(f"{label:<{width}}" + "".join(f"{cell:>20}" for cell in cells))
         return "\n".join(lines)
 
     def describe(self) -> str:

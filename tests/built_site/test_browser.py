@@ -363,7 +363,7 @@ def test_search_finds_rotary(browser: Any, server: str) -> None:
 SUBJECTS = {
     "p-RoPE": "book/05_frequencies.html",
     "VO-RoPE": "book/06_vo_rope.html",
-    "YaRN": "book/08_beyond_trained_length.html",
+    "YaRN": "book/08_beyond_trained_length_methods.html",
     "NoPE": "book/01_no_order.html",
     "critical pair": "book/08_beyond_trained_length.html",
 }

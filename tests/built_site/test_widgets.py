@@ -32,7 +32,7 @@ PAGES = {
     "widget-ch03-pair": "book/03_deriving_rope.html",
     "widget-ch04-decay": "book/04_decay.html",
     "widget-ch05-ladder": "book/05_frequencies.html",
-    "widget-ch08-extension": "book/08_beyond_trained_length.html",
+    "widget-ch08-extension": "book/08_beyond_trained_length_methods.html",
 }
 SET_CONTROL = """
 const [box, name, value] = arguments;
