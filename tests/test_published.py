@@ -144,7 +144,12 @@ def test_cached_features_per_position() -> None:
     # beyond its window, one 512-wide entry per 4 positions and a 128-wide indexer key per
     # entry in the CSA layers, one 512-wide entry per 128 positions in the HCA layers
     assert [compressed_features(v4, i) for i in (0, 2, 3)] == [0.0, (512 + 128) / 4, 512 / 128]
-    assert _per_type("gemma4_31b") == {"sliding_attention": 16 * 256 * 2, "full_attention": 4 * 512}
+    # Gemma 4's full layers share one projection for key and value, but the key is turned
+    # and the value is not: transformers' cache keeps both tensors
+    assert _per_type("gemma4_31b") == {
+        "sliding_attention": 16 * 256 * 2,
+        "full_attention": 4 * 512 * 2,
+    }
     assert _per_type("deepseek_v3") == {"full_attention": 512 + 64}
     assert _per_type("gpt_oss_120b") == dict.fromkeys(["sliding_attention", "full_attention"], 1024)
     with pytest.raises(ValueError, match="keeps a state, not a cache"):

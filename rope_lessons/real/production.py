@@ -535,14 +535,16 @@ def design_table(
 
 def cached_features(config: Any, layer_idx: int) -> int:
     """Numbers a layer keeps in its cache per position: keys and values of its
-    key-value heads, or one tensor where one projection is key and value.
+    key-value heads, or one tensor where the key is the value (DeepSeek-V4).
 
     A sliding layer keeps them only for the positions of its window. DeepSeek-V4
     caches one head of ``head_dim`` (K = V), in every layer only for its window
     (transformers keeps the last ``sliding_window - 1`` positions); its compressed
-    layers keep the rest of the past as :func:`compressed_features`. Gemma 4's full layers
-    with ``attention_k_eq_v`` cache ``num_global_key_value_heads`` heads of
-    ``global_head_dim`` once; everyone else ``2 * num_key_value_heads * head_dim``.
+    layers keep the rest of the past as :func:`compressed_features`. Everyone else caches
+    ``2 * num_key_value_heads * head_dim``, Gemma 4's full layers with
+    ``attention_k_eq_v`` included: their key and value come from one projection, but
+    the key is normed and turned and the value normed apart, and transformers' cache
+    keeps both tensors.
     MLA (DeepSeek-V3) caches its compressed latent and the shared RoPE key:
     ``kv_lora_rank + qk_rope_head_dim``. Linear-attention layers keep a state,
     not a cache, and are refused.
@@ -561,5 +563,4 @@ def cached_features(config: Any, layer_idx: int) -> int:
     heads = config_field(source, "num_key_value_heads") or config_field(
         source, "num_attention_heads"
     )
-    shared = kind == "full_attention" and bool(config_field(config, "attention_k_eq_v"))
-    return int(heads) * dim * (1 if shared else 2)
+    return int(heads) * dim * 2
