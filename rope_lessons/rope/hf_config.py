@@ -42,7 +42,6 @@ from typing import Any, NamedTuple
 
 import torch
 
-from rope_lessons._checks import Layout, RotarySlice
 from rope_lessons.rope.ladder import frequencies
 from rope_lessons.rope.scaling import scaled_theta
 
@@ -110,7 +109,6 @@ class HfRope(NamedTuple):
 
     Attributes:
         head_dim: the head dimension (:func:`hf_head_dim`).
-        layout, rotary_slice: as given to :func:`hf_rope` (a configuration says neither).
         theta: float64 ``(rotary_dim/2,)``, the rotating pairs' frequencies, pair 0 fastest;
             ``rotary_dim`` (:func:`hf_rotary_dim`) is twice its length.
         attention_factor: the factor transformers multiplies cos and sin by.
@@ -119,8 +117,6 @@ class HfRope(NamedTuple):
     """
 
     head_dim: int
-    layout: Layout
-    rotary_slice: RotarySlice
     theta: torch.Tensor
     attention_factor: float
     base: float | None
@@ -371,8 +367,6 @@ def hf_rope(
     layer_type: str | None = None,
     *,
     seq_len: int | None = None,
-    layout: Layout = "half",
-    rotary_slice: RotarySlice = "leading",
 ) -> HfRope:
     """What a Hugging Face configuration says of its RoPE (see the module):
     :meth:`Rope.from_hf <rope_lessons.rope.spec.Rope.from_hf>` builds the spec from it.
@@ -390,11 +384,6 @@ def hf_rope(
             ``max_position_embeddings`` and keeps RoPE's ladder up to it;
             ``"longrope"`` takes the long factors once it exceeds
             ``original_max_position_embeddings`` and the short ones up to it.
-        layout: ``"half"`` (transformers' ``rotate_half``) or ``"interleaved"``.
-        rotary_slice: where the rotating features of a partial-rotary head sit:
-            ``"leading"`` (transformers' ``apply_rotary_pos_emb``) or
-            ``"trailing"`` (DeepSeek's ``[nope | rope]`` heads, which their
-            modeling code says, not their configuration).
 
     Returns:
         The description of a spec of dimension :func:`hf_head_dim` whose ``theta`` and
@@ -422,7 +411,7 @@ def hf_rope(
     head_dim = hf_head_dim(config, layer_type)
     max_positions = config_field(_for_layer_type(config, layer_type), "max_position_embeddings")
     rotating = _rotating_spec(parameters, head_dim, max_positions, seq_len)
-    return HfRope(head_dim, layout, rotary_slice, *rotating)
+    return HfRope(head_dim, *rotating)
 
 
 def _rotating_spec(

@@ -141,31 +141,37 @@ class Rope:
         """The spec of a Hugging Face configuration (object, dict, or the path of a
         ``config.json`` or its folder): transformers' frequencies and attention factor for
         its ``rope_type``, in the half layout by default, partial rotary where the
-        configuration says so. The arguments, what is read and what is refused are those
-        of :func:`~rope_lessons.rope.hf_config.hf_rope`."""
-        read = hf_rope(
-            config, layer_type, seq_len=seq_len, layout=layout, rotary_slice=rotary_slice
-        )
+        configuration says so. ``config``, ``layer_type`` and ``seq_len``, what is read
+        and what is refused are those of :func:`~rope_lessons.rope.hf_config.hf_rope`.
+
+        Args:
+            layout: ``"half"`` (transformers' ``rotate_half``) or ``"interleaved"``.
+            rotary_slice: where the rotating features of a partial-rotary head sit:
+                ``"leading"`` (transformers' ``apply_rotary_pos_emb``) or
+                ``"trailing"`` (DeepSeek's ``[nope | rope]`` heads, which their
+                modeling code says, not their configuration).
+        """
+        read = hf_rope(config, layer_type, seq_len=seq_len)
         rotary_dim = 2 * read.theta.numel()
         if read.base is not None and read.p is not None:
             if rotary_dim == read.head_dim:
-                return cls(read.head_dim, read.base, read.layout, p=read.p)
+                return cls(read.head_dim, read.base, layout, p=read.p)
             if read.p == 1.0:
                 return cls(
                     read.head_dim,
                     read.base,
-                    read.layout,
+                    layout,
                     rotary_dim=rotary_dim,
-                    rotary_slice=read.rotary_slice,
+                    rotary_slice=rotary_slice,
                 )
         if rotary_dim == read.head_dim:
-            return cls.from_theta(read.theta, read.layout, attention_factor=read.attention_factor)
+            return cls.from_theta(read.theta, layout, attention_factor=read.attention_factor)
         return cls.from_theta(
             read.theta,
-            read.layout,
+            layout,
             attention_factor=read.attention_factor,
             head_dim=read.head_dim,
-            rotary_slice=read.rotary_slice,
+            rotary_slice=rotary_slice,
         )
 
     def to_hf(self) -> dict[str, Any]:
