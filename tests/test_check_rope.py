@@ -15,7 +15,8 @@ import torch
 
 import rope_lessons
 from rope_lessons._checks import Layout
-from rope_lessons.rope.check import RopeCheck, check_rope
+from rope_lessons._grading import Report
+from rope_lessons.rope.check import check_rope
 from rope_lessons.rope.kernels import apply_rope
 from rope_lessons.toy.layouts import head_permutation
 
@@ -404,4 +405,4 @@ def test_bad_arguments_are_refused(
 def test_check_rope_is_importable_from_the_top_level() -> None:
     assert rope_lessons.check_rope is check_rope
     assert "check_rope" in rope_lessons.__all__
-    assert isinstance(check_rope(hf_rope, "half", dims=(4,), dtypes=(torch.float32,)), RopeCheck)
+    assert isinstance(check_rope(hf_rope, "half", dims=(4,), dtypes=(torch.float32,)), Report)

@@ -44,10 +44,11 @@ from dataclasses import dataclass
 import torch
 
 from rope_lessons._checks import LAYOUTS, Layout, check_base, check_even_dim, check_layout
+from rope_lessons._grading import Report, raised
 from rope_lessons.rope.kernels import apply_rope, read_pairs, write_pairs
 from rope_lessons.rope.ladder import frequencies, rotation_angles
 
-__all__ = ["RopeCheck", "check_rope"]
+__all__ = ["check_rope"]
 
 _BATCH, _HEADS, _SEQ = 2, 3, 8
 _OFFSET = 17
@@ -67,28 +68,6 @@ _FORMS = {
     "sin_sign_first": "rot(x) = (y, x)",
 }
 _CACHE_LENGTHS = (512, 1024, 2048, 4096)  # cos/sin caches a position may wrap or clamp at
-
-
-@dataclass(frozen=True)
-class RopeCheck:
-    """What :func:`check_rope` found.
-
-    Attributes:
-        ok: whether ``fn`` matched the reference on every case.
-        diagnosis: one message, starting with its verdict: ``"correct"``, or the
-            name of the bug (see :func:`check_rope`), then the details and the fix.
-        max_error: the largest difference from the reference over the cases,
-            relative to ``max |x|`` of the case; ``inf`` when ``fn`` raised or
-            returned no tensor of the shape of ``x``.
-        cases: every case run, one line each (head dimension, dtype, positions).
-        failed: the cases on which ``fn`` differed from the reference (or raised).
-    """
-
-    ok: bool
-    diagnosis: str
-    max_error: float
-    cases: tuple[str, ...]
-    failed: tuple[str, ...]
 
 
 @dataclass(frozen=True, eq=False)
@@ -150,7 +129,7 @@ def check_rope(
     dims: Sequence[int] = (8, 64),
     dtypes: Sequence[torch.dtype] = (torch.float64, torch.float32, torch.bfloat16),
     seed: int = 0,
-) -> RopeCheck:
+) -> Report:
     r"""Check that ``fn`` is RoPE in ``layout`` with ``base``, and name what is wrong if not.
 
     ``fn(x, positions)`` gets features ``x`` of shape ``(B, H, T, D)`` and integer
@@ -207,7 +186,8 @@ def check_rope(
         seed: seed of the random features and batch positions.
 
     Returns:
-        A :class:`RopeCheck`.
+        A :class:`~rope_lessons._grading.Report`; ``max_error`` is relative to
+        ``max |x|`` of the case.
 
     Raises:
         TypeError: if ``fn`` is not callable, or ``dims``, ``dtypes`` or ``seed``
@@ -232,11 +212,13 @@ def check_rope(
         for case in cases:
             try:
                 out: object = fn(case.x.clone(), case.positions.clone())
-            except Exception as raised:  # the reader's code may raise anything
-                return RopeCheck(False, _raised(raised, case), math.inf, names, (case.name,))
+            except NotImplementedError as stub:  # an exercise's stub
+                return raised(stub, "fn", case.name, names)
+            except Exception as error:  # the reader's code may raise anything
+                return Report(False, _raised(error, case), math.inf, names, (case.name,))
             checked = _checked_output(out, case)
             if isinstance(checked, str):
-                return RopeCheck(False, checked, math.inf, names, (case.name,))
+                return Report(False, checked, math.inf, names, (case.name,))
             if checked.dtype != case.x.dtype:
                 wrong_dtype.append(case.name)
             if checked.dtype != case.x.dtype and dtype_problem is None:
@@ -255,10 +237,10 @@ def check_rope(
         diagnosis = _diagnose(results, layout, base)
         if dtype_problem is not None:
             diagnosis += f"; also {dtype_problem}"
-        return RopeCheck(False, diagnosis, max_error, names, failed)
+        return Report(False, diagnosis, max_error, names, failed)
     if dtype_problem is not None:
         problem = f"{dtype_problem} (on {len(wrong_dtype)} of {len(cases)} cases)"
-        return RopeCheck(False, problem, max_error, names, tuple(wrong_dtype))
+        return Report(False, problem, max_error, names, tuple(wrong_dtype))
     tried = (
         f"d = {', '.join(map(str, dims))}; {', '.join(_dtype_name(d) for d in dtypes)}; "
         f"positions (T,), offset by {_OFFSET}, (B, T), up to {_FAR[-1]}"
@@ -267,7 +249,7 @@ def check_rope(
         f"correct: fn matches apply_rope(layout={layout!r}, base={base:g}) "
         f"on all {len(cases)} cases ({tried})"
     )
-    return RopeCheck(True, diagnosis, max_error, names, ())
+    return Report(True, diagnosis, max_error, names, ())
 
 
 def _check_dims(dims: object) -> tuple[int, ...]:
