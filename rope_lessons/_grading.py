@@ -58,7 +58,11 @@ class Report:
         same on every machine."""
         lines = [f"ok: {self.ok}"]
         lines += textwrap.wrap(
-            self.diagnosis, _WIDTH, initial_indent="  ", subsequent_indent="    "
+            self.diagnosis,
+            _WIDTH,
+            initial_indent="  ",
+            subsequent_indent="    ",
+            break_on_hyphens=False,  # "VO-RoPE", "-2k/d" stay whole
         )
         lines.append(f"cases: {len(self.cases)} tried, {len(self.failed)} failed")
         if self.first_failure is not None:

@@ -15,7 +15,9 @@ import re
 import subprocess
 import sys
 import types
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import nbformat
 import pytest
@@ -139,10 +141,19 @@ def test_every_figure_has_alt_text(path: Path) -> None:
             assert alt.strip(), f"figure without alt text in cell:\n{cell.source[:200]}"
 
 
+PRACTICE = [path for path in NOTEBOOKS if path.stem.endswith("_practice")]
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
 def test_notebook_ends_with_summary_then_exercises(path: Path) -> None:
+    """A chapter's notebook ends with its summary, then its exercises; a practice notebook is
+    all exercises and ends with its summary."""
     markdown = "\n".join(c.source for c in _read(path).cells if c.cell_type == "markdown")
     headings = re.findall(r"^## (.+?)\s*$", markdown, re.MULTILINE)
+    if path in PRACTICE:
+        assert headings[-1] == "Summary"
+        assert re.findall(r"```\{exercise\}\n:label: (\S+)", markdown.split("## Summary")[0])
+        return
     assert headings[-2:] == ["Summary", "Exercises"]
     after = markdown.split("## Exercises")[-1]
     labels = re.findall(r"```\{exercise\}\n:label: (\S+)", after)
@@ -264,3 +275,43 @@ def test_transformers_cell_installs_the_pinned_transformers_only_in_colab(
     calls = _installs_in_colab(TRANSFORMERS_CELL, monkeypatch)
     pinned = _pins("requirements.txt")["transformers"]
     assert calls == [[sys.executable, "-m", "pip", "install", "--quiet", pinned]]
+
+
+def _next_cell(steps: Iterator[Any], kind: str, needle: str, where: str) -> Any:
+    """The next cell of ``kind`` whose source holds ``needle``, skipping the cells before it."""
+    for cell in steps:
+        if cell.cell_type == kind and needle in cell.source:
+            return cell
+    raise AssertionError(f"{where}: no {kind} cell with {needle!r}")
+
+
+def _printed(cell: Any) -> str:
+    return "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+
+
+@pytest.mark.parametrize("path", PRACTICE, ids=_ids(PRACTICE))
+def test_a_graded_exercise_has_its_stub_check_hint_solution_and_a_planted_bug(path: Path) -> None:
+    """Each exercise of a practice notebook, in order: the {exercise}, a stub that raises
+    NotImplementedError, a checked cell printing a checker's report on it, a collapsed hint,
+    the collapsed solution (its check printed), then a checked cell printing a planted bug's
+    report. The stub's stored report says "not written yet", the solution's "ok: True", the
+    bug's "ok: False" with a diagnosis other than "not written yet"."""
+    cells = _read(path).cells
+    starts = [i for i, c in enumerate(cells) if "```{exercise}" in c.source]
+    assert starts, f"{path.name} has no exercise"
+    for start, end in zip(starts, [*starts[1:], len(cells)], strict=True):
+        label = re.search(r":label: (\S+)", cells[start].source)
+        assert label is not None
+        where = f"{path.name} {label.group(1)}"
+        steps = iter(cells[start + 1 : end])
+        _next_cell(steps, "code", "raise NotImplementedError", where)
+        stub = _printed(_next_cell(steps, "code", "# NBVAL_CHECK_OUTPUT", where))
+        assert "ok: False" in stub and "not written yet" in stub, f"{where}: {stub}"
+        hint = _next_cell(steps, "markdown", "{admonition} Hint", where)
+        assert ":class: dropdown" in hint.source, where
+        _next_cell(steps, "markdown", f"{{solution-start}} {label.group(1)}", where)
+        solution = _printed(_next_cell(steps, "code", "# NBVAL_CHECK_OUTPUT", where))
+        assert "ok: True" in solution, f"{where}: {solution}"
+        _next_cell(steps, "markdown", "{solution-end}", where)
+        bug = _printed(_next_cell(steps, "code", "# NBVAL_CHECK_OUTPUT", where))
+        assert "ok: False" in bug and "not written yet" not in bug, f"{where}: {bug}"

@@ -214,8 +214,8 @@ def check_rope(
                 out: object = fn(case.x.clone(), case.positions.clone())
             except NotImplementedError as stub:  # an exercise's stub
                 return raised(stub, "fn", case.name, names)
-            except Exception as error:  # the reader's code may raise anything
-                return Report(False, _raised(error, case), math.inf, names, (case.name,))
+            except Exception as failure:  # the reader's code may raise anything
+                return Report(False, _raised(failure, case), math.inf, names, (case.name,))
             checked = _checked_output(out, case)
             if isinstance(checked, str):
                 return Report(False, checked, math.inf, names, (case.name,))
