@@ -68,7 +68,7 @@ class Report:
         if self.first_failure is not None:
             lines.append(f"first failing case: {self.first_failure}")
         if not self.ok and math.isfinite(self.max_error):
-            lines.append(f"largest error: {self.max_error:.2g}")
+            lines.append(f"largest error: {relative_error_text(self.max_error)}")
         return "\n".join(lines)
 
 
@@ -89,8 +89,8 @@ def raised(error: Exception, name: str, case: str, cases: Sequence[str]) -> Repo
 
 
 def relative_error_text(error: float) -> str:
-    """``error`` to two significant digits, as diagnoses quote it."""
-    return f"{error:.2g}"
+    """``error`` to two significant digits, as diagnoses quote it: ``800``, not ``8e+02``."""
+    return f"{float(f'{error:.2g}'):g}"
 
 
 def unrecognised(case: str, error: float, what: str) -> str:
