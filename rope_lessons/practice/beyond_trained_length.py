@@ -1,7 +1,7 @@
 r"""Chapter 8's exercises: YaRN's and Llama 3's frequencies from a Hugging Face configuration.
 
 A model extended past its trained length says so in its ``rope_parameters``
-(chapter 8, :doc:`the extension methods </08_beyond_trained_length_methods>`).
+(chapter 8, :doc:`the extension methods </book/08_beyond_trained_length_methods>`).
 The reader writes ``fn(rope_parameters, head_dim)`` returning what transformers'
 ``ROPE_INIT_FUNCTIONS[rope_type]`` returns for it: the inverse frequencies, one
 per pair, ``(head_dim // 2,)`` with pair 0 fastest, and the attention factor

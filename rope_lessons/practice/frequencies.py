@@ -2,7 +2,7 @@ r"""Chapter 5's exercises: a head's pair frequencies and turning features from a
 
 Hugging Face's ``rope_parameters`` use one field, ``partial_rotary_factor``, for
 two different tables (chapter 5, :doc:`p-RoPE and partial rotary
-</05_frequencies_prope>`):
+</book/05_frequencies_prope>`):
 
 * ``rope_type="proportional"`` (Gemma 4's p-RoPE, Barbero et al.): the head
   keeps RoPE's own ladder :math:`\theta_k = b^{-2k/d}` for its fastest
