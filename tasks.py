@@ -336,6 +336,7 @@ KERNEL_SENSITIVE_NOTEBOOKS = (
     "08_extension_experiment",
     "09_real_model",
     "09_ablations",
+    "09_practice",
 )
 
 

@@ -105,8 +105,8 @@ def run_notebook(path: Path, content: Path) -> float:
     """Execute one notebook as Colab would; return its wall time in seconds.
 
     Colab's packages must be unchanged afterwards, except WEIGHTS_UPGRADES in a
-    notebook that loads the model or runs transformers' layers, where transformers
-    must be TRANSFORMERS_PIN.
+    notebook that loads the model, runs transformers' layers or opens with the cell
+    that installs them, where transformers must be TRANSFORMERS_PIN.
     """
     notebook = nbformat.read(path, as_version=4)
     code_cells = [c for c in notebook.cells if c.cell_type == "code"]
@@ -120,7 +120,10 @@ def run_notebook(path: Path, content: Path) -> float:
         raise SystemExit(
             f"{path}: runs transformers' layers; its second cell is not TRANSFORMERS_CELL"
         )
-    upgrades = loads or layers  # either second cell may upgrade transformers, to one pin
+    # either second cell may upgrade transformers, to one pin: where the notebook needs it
+    # (above), or where it declares it without loading the model or the layers (a
+    # practice notebook that reads the weights' file or transformers' configurations)
+    upgrades = loads or layers or code_cells[1].source in (WEIGHTS_CELL, TRANSFORMERS_CELL)
     before = versions()
     notebook.cells.insert(0, nbformat.v4.new_code_cell(IMPORT_COLAB))
     notebook.cells.append(nbformat.v4.new_code_cell(CHECK_INSTALL))

@@ -414,3 +414,24 @@ def test_partial_specs_are_values_and_are_refused_where_every_pair_is_read() -> 
         Rope(64, rotary_dim=16, rotary_slice="middle")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"p = 0\.5, 'leading'"):
         Rope(64, p=0.5, rotary_dim=16).to_hf()
+
+
+def test_a_gemma4_dict_from_transformers_to_dict_reads_its_full_layers_head_dim() -> None:
+    """transformers' Gemma4TextConfig.to_dict() keys per_layer_config by zero-padded layer
+    indices ("05"); the dict must give the full layers' head_dim as the object does."""
+    import json
+    from pathlib import Path
+
+    from rope_lessons.rope.hf_config import hf_head_dim
+
+    gemma4 = getattr(transformers, "Gemma4TextConfig", None)
+    if gemma4 is None:
+        pytest.skip("this transformers has no Gemma 4")
+    published = Path(__file__).parents[1] / "rope_lessons/data/published/gemma4_31b.json"
+    fields = json.loads(published.read_text(encoding="utf-8"))["config"]["text_config"]
+    config = gemma4(**fields)
+    as_dict = config.to_dict()
+    assert any(len(key) > 1 and key.startswith("0") for key in as_dict["per_layer_config"])
+    for layer_type in ("full_attention", "sliding_attention"):
+        assert hf_head_dim(as_dict, layer_type) == hf_head_dim(config, layer_type)
+    assert hf_head_dim(as_dict, "full_attention") == 512

@@ -164,7 +164,8 @@ def config_field(config: Any, name: str) -> Any:
 def _for_layer_type(config: Any, layer_type: str | None) -> Any:
     """The configuration that holds ``layer_type``'s fields: ``per_layer_config[layer_type]``
     of a configuration object (Gemma 4), or a dict with the overrides that a
-    ``config.json`` keeps under the index of the first layer of that type."""
+    ``config.json`` keeps under the index of the first layer of that type (``5``, ``"5"``
+    or, as transformers' ``to_dict()`` writes it, ``"05"``)."""
     per_layer = config_field(config, "per_layer_config")
     if layer_type is None or per_layer is None:
         return config
@@ -177,8 +178,9 @@ def _for_layer_type(config: Any, layer_type: str | None) -> Any:
     if not isinstance(config, Mapping) or layer_type not in layer_types:
         return config
     index = layer_types.index(layer_type)
-    overrides = per_layer.get(str(index), per_layer.get(index, {}))
-    return {**config, **_as_dict(overrides, "per_layer_config entry")}
+    # keyed by the layer's index: 5, "5", or "05" as transformers' to_dict() writes it
+    by_index = {int(key): value for key, value in per_layer.items() if str(key).isdigit()}
+    return {**config, **_as_dict(by_index.get(index, {}), "per_layer_config entry")}
 
 
 def _as_dict(value: Any, what: str) -> dict[str, Any]:
