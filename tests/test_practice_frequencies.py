@@ -17,7 +17,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rope_lessons._grading import Report
+from rope_lessons._grading import Report, relative_error_text
 from rope_lessons.practice.frequencies import _CONFIGS, _reference, check_pair_frequencies
 from rope_lessons.rope.spec import Rope
 
@@ -271,7 +271,7 @@ def test_unrecognised_gives_the_case_and_a_finite_error() -> None:
     assert report.diagnosis.startswith("unrecognised difference")
     assert report.first_failure == report.cases[0] and report.first_failure in report.diagnosis
     assert math.isfinite(report.max_error) and report.max_error > 0.1
-    assert f"largest error: {report.max_error:.2g}" in str(report)
+    assert f"largest error: {relative_error_text(report.max_error)}" in str(report)
 
 
 def test_bad_argument_raises() -> None:
