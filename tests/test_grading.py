@@ -4,10 +4,21 @@ from __future__ import annotations
 
 import math
 
+import pytest
+import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rope_lessons._grading import Report, raised, relative_error_text, unrecognised
+from rope_lessons._grading import (
+    Report,
+    check_dtypes,
+    dtype_name,
+    raised,
+    relative_error_text,
+    tensor_or_reason,
+    unrecognised,
+    wrong_shape,
+)
 
 CASES = ("d=8, float64", "d=64, float32", "d=64, bfloat16")
 
@@ -42,6 +53,40 @@ def test_a_stub_reads_not_written_yet_and_a_bug_that_raises_reads_raised() -> No
     assert stub.failed == (CASES[0],) and stub.cases == CASES and stub.max_error == math.inf
     bug = raised(IndexError("index 8 is out of bounds"), "fn", CASES[2], CASES)
     assert bug.diagnosis == f"fn raised IndexError: index 8 is out of bounds ({CASES[2]})"
+
+
+def test_a_hint_follows_the_case_of_a_bug_but_not_of_a_stub() -> None:
+    hint = "; read positions as positions[:, None, :]"
+    bug = raised(RuntimeError("size mismatch"), "fn", CASES[1], CASES, hint=hint)
+    assert bug.diagnosis == f"fn raised RuntimeError: size mismatch ({CASES[1]}){hint}"
+    stub = raised(NotImplementedError(), "fn", CASES[1], CASES, hint=hint)
+    assert stub.diagnosis == raised(NotImplementedError(), "fn", CASES[1], CASES).diagnosis
+
+
+def test_a_tensor_passes_and_anything_else_is_named() -> None:
+    out = torch.zeros(2)
+    assert tensor_or_reason(out, "fn", CASES[0]) is out
+    assert tensor_or_reason([0.0, 1.0], "fn", CASES[0]) == (
+        f"fn did not return a tensor: it returned list ({CASES[0]})"
+    )
+
+
+def test_dtypes_are_checked_against_those_allowed_and_named_as_cases_print_them() -> None:
+    allowed = (torch.float64, torch.float32)
+    assert check_dtypes([torch.float32], allowed) == (torch.float32,)
+    with pytest.raises(ValueError, match="must be among"):
+        check_dtypes((torch.float16,), allowed)
+    for wrong in ((), "float32", torch.float32):
+        with pytest.raises(TypeError, match="non-empty sequence"):
+            check_dtypes(wrong, allowed)
+    assert dtype_name(torch.bfloat16) == "bfloat16"
+
+
+def test_a_wrong_shape_is_quoted_beside_the_inputs_shape_with_the_fix() -> None:
+    out = torch.zeros(2, 3)
+    message = wrong_shape(out, CASES[0], inputs="x", shape=torch.Size([3, 2]), fix="transpose")
+    expected = f"fn returned (2, 3) for x of shape (3, 2) ({CASES[0]}); transpose"
+    assert message == f"wrong output shape: {expected}"
 
 
 def test_an_unrecognised_difference_gives_the_case_and_the_size_of_the_error() -> None:

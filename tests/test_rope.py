@@ -31,7 +31,12 @@ from rope_lessons.rope.kernels import (
     turn,
     write_pairs,
 )
-from rope_lessons.rope.ladder import frequencies, rotating_pairs, rotation_angles
+from rope_lessons.rope.ladder import (
+    base_from_slowest,
+    frequencies,
+    rotating_pairs,
+    rotation_angles,
+)
 from rope_lessons.rope.spec import Rope
 
 dims = st.integers(1, 32).map(lambda half: 2 * half)
@@ -53,6 +58,26 @@ def test_frequencies_follow_the_formula() -> None:
     expected = torch.tensor([10_000.0 ** (-2 * k / 8) for k in range(4)], dtype=torch.float64)
     torch.testing.assert_close(theta, expected, rtol=1e-15, atol=0)
     assert theta[0] == 1.0 and theta.shape == (4,)
+
+
+@given(
+    dim=st.integers(2, 512).map(lambda half: 2 * half),
+    base=st.floats(2.0, 1e7, allow_nan=False, allow_infinity=False),
+)
+def test_base_from_slowest_inverts_the_ladder(dim: int, base: float) -> None:
+    fitted = base_from_slowest(float(frequencies(dim, base)[-1]), dim)
+    assert fitted is not None
+    assert fitted == pytest.approx(base, rel=1e-9)
+
+
+def test_base_from_slowest_without_a_base() -> None:
+    assert base_from_slowest(10_000.0 ** (-6 / 8), 8) == pytest.approx(10_000.0, rel=1e-12)
+    for slowest in (0.0, 1.0, 1.5, -0.1, math.nan, 1e-300):
+        assert base_from_slowest(slowest, 8) is None  # no angle in (0, 1), or base overflows
+    with pytest.raises(ValueError, match="d = 2"):
+        base_from_slowest(0.5, 2)
+    with pytest.raises(ValueError, match="even"):
+        base_from_slowest(0.5, 7)
 
 
 @given(dim=dims, m=positions, n=positions, base=bases, layout=layouts, seed=seeds)

@@ -33,9 +33,9 @@ from typing import Literal
 import torch
 
 from rope_lessons._checks import check_base
-from rope_lessons._grading import Report, raised, unrecognised
+from rope_lessons._grading import Report, raised, tensor_or_reason, unrecognised
 from rope_lessons.rope.encodings import sinusoidal
-from rope_lessons.rope.ladder import frequencies
+from rope_lessons.rope.ladder import base_from_slowest, frequencies
 
 __all__ = ["check_sinusoidal"]
 
@@ -136,11 +136,8 @@ def check_sinusoidal(fn: SinusoidalFn, base: float = 10000.0) -> Report:
         for case in cases:
             try:
                 out: object = fn(case.n_positions, case.dim)
-            except NotImplementedError as stub:
-                return raised(stub, "fn", case.name, names)
-            except Exception as error:  # the reader's code may raise anything
-                diagnosis = f"fn raised {type(error).__name__}: {error} ({case.name})"
-                return Report(False, diagnosis, math.inf, names, (case.name,))
+            except Exception as error:  # the reader's code may raise anything; a stub, too
+                return raised(error, "fn", case.name, names)
             checked = _checked_output(out, case)
             if isinstance(checked, str):
                 return Report(False, checked, math.inf, names, (case.name,))
@@ -173,8 +170,9 @@ def _case(n_positions: int, dim: int, base: float) -> _Case:
 
 def _checked_output(out: object, case: _Case) -> torch.Tensor | str:
     """``out`` if it can be compared with the reference, else why not."""
-    if not isinstance(out, torch.Tensor):
-        return f"fn did not return a tensor: it returned {type(out).__name__} ({case.name})"
+    out = tensor_or_reason(out, "fn", case.name)
+    if isinstance(out, str):
+        return out
     expected = (case.n_positions, case.dim)
     if tuple(out.shape) != expected:
         hint = (
@@ -337,7 +335,8 @@ def _frequency_hypotheses(results: list[_Result], base: float) -> list[_Frequenc
         if (omega := _measured_frequencies(results, order, columns)) is not None
     ]
     for omega in measured:
-        fitted = _fitted_base(omega)
+        widest = max(omega)  # the largest d measures the base most finely
+        fitted = base_from_slowest(float(omega[widest][-1]), widest)
         if fitted is not None and abs(math.log(fitted / base)) > 1e-4:
             hypotheses.append(
                 _Frequencies(
@@ -392,15 +391,3 @@ def _measured_frequencies(
     if not all(bool((w.isfinite() & (w < math.pi)).all()) for w in measured.values()):
         return None
     return measured
-
-
-def _fitted_base(omega: dict[int, torch.Tensor]) -> float | None:
-    r"""The base whose ladder has the measured slowest frequency,
-    :math:`b = \omega_K^{-d/(2K)}` for ``K = d/2 - 1`` at the largest ``d``; None if
-    there is no such base > 1."""
-    dim = max(omega)
-    slowest = float(omega[dim][-1])
-    if not 0.0 < slowest < 1.0:
-        return None
-    fitted = slowest ** (-dim / (dim - 2))
-    return fitted if math.isfinite(fitted) and fitted > 1.0 else None

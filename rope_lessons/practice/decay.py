@@ -48,7 +48,7 @@ from typing import Any, TypeVar
 import torch
 
 from rope_lessons._checks import Layout
-from rope_lessons._grading import Report, raised, unrecognised
+from rope_lessons._grading import Report, raised, tensor_or_reason, unrecognised
 from rope_lessons.chapters.decay_bounds import abel_bound, roformer_bound
 from rope_lessons.rope.kernels import read_pairs
 from rope_lessons.rope.ladder import frequencies
@@ -393,36 +393,40 @@ def _run(
         for case in cases:
             try:
                 out = fn(*(_fresh(arg) for arg in case.args))
-            except NotImplementedError as stub:  # an exercise's stub
-                return raised(stub, "fn", case.name, names)
-            except Exception as error:  # the reader's code may raise anything
-                message = f"fn raised {type(error).__name__}: {error} ({case.name})"
-                if "Long" in str(error) or "int64" in str(error):
-                    message += (
-                        "; the distances are int64: convert them with distances.double() "
-                        "before they meet float64 frequencies"
-                    )
-                if case.q is not None and case.q.dtype != torch.float64:
-                    message += (
-                        "; q and k may be float32 or broadcast against each other "
-                        "((2, 1, d) with (1, 3, d)): widen them with .double() and keep "
-                        "their leading dimensions"
-                    )
-                return Report(False, message, math.inf, names, (case.name,))
-            problem = _output_problem(out, case, shape_problem)
-            if problem is not None:
-                return Report(False, problem, math.inf, names, (case.name,))
-            assert isinstance(out, torch.Tensor)
-            output = out.detach().to(torch.float64)
+            except Exception as error:  # the reader's code may raise anything; a stub, too
+                return raised(error, "fn", case.name, names, hint=_raised_hint(error, case))
+            checked = _checked_output(out, case, shape_problem)
+            if isinstance(checked, str):
+                return Report(False, checked, math.inf, names, (case.name,))
+            output = checked.detach().to(torch.float64)
             results.append(_Result(case, output, _relative_error(output, case.reference)))
     return results
 
 
-def _output_problem(
+def _raised_hint(error: Exception, case: _Case) -> str:
+    """Likely causes of ``error`` raised on ``case``, or an empty string."""
+    hint = ""
+    if "Long" in str(error) or "int64" in str(error):
+        hint += (
+            "; the distances are int64: convert them with distances.double() "
+            "before they meet float64 frequencies"
+        )
+    if case.q is not None and case.q.dtype != torch.float64:
+        hint += (
+            "; q and k may be float32 or broadcast against each other "
+            "((2, 1, d) with (1, 3, d)): widen them with .double() and keep "
+            "their leading dimensions"
+        )
+    return hint
+
+
+def _checked_output(
     out: object, case: _Case, shape_problem: Callable[[torch.Tensor, _Case], str | None]
-) -> str | None:
-    if not isinstance(out, torch.Tensor):
-        return f"fn did not return a tensor: it returned {type(out).__name__} ({case.name})"
+) -> torch.Tensor | str:
+    """``out`` if it can be compared with the reference, else why not."""
+    out = tensor_or_reason(out, "fn", case.name)
+    if isinstance(out, str):
+        return out
     if out.is_complex():
         return (
             f"fn returned complex numbers ({out.dtype}, {case.name}): the bound is real, "
@@ -435,7 +439,7 @@ def _output_problem(
         )
     if not out.is_floating_point():
         return f"wrong output dtype: fn returned {out.dtype} ({case.name}); return float64"
-    return None
+    return out
 
 
 def _matches(result: _Result, candidate: torch.Tensor) -> bool:

@@ -340,9 +340,7 @@ def check_pair_shares(fn: PairShares, *, seed: int = 0) -> Report:
         for case in cases:
             try:
                 out: object = fn(case.weight.clone(), case.head_dim, case.layout)
-            except NotImplementedError as stub:
-                return raised(stub, "fn", case.name, names)
-            except Exception as error:  # the reader's code may raise anything
+            except Exception as error:  # the reader's code may raise anything; a stub, too
                 return raised(error, "fn", case.name, names)
             if not isinstance(out, torch.Tensor) or not (
                 out.is_floating_point() or out.is_complex()

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import torch
 
 from rope_lessons._checks import LAYOUTS, Layout
-from rope_lessons._grading import Report, raised, unrecognised
+from rope_lessons._grading import Report, raised, tensor_or_reason, unrecognised, wrong_shape
 from rope_lessons.chapters.recurrence import (
     decay_kernel,
     decay_powers,
@@ -554,11 +554,8 @@ def _grade(fn: Callable[..., object], cases: list[_Case], exercise: _Exercise) -
             args = [a.clone() if isinstance(a, torch.Tensor) else a for a in case.args]
             try:
                 out: object = fn(*args)
-            except NotImplementedError as stub:  # an exercise's stub
-                return raised(stub, "fn", case.name, names)
-            except Exception as error:  # the reader's code may raise anything
-                diagnosis = f"fn raised {type(error).__name__}: {error} ({case.name})"
-                return Report(False, diagnosis, math.inf, names, (case.name,))
+            except Exception as error:  # the reader's code may raise anything; a stub, too
+                return raised(error, "fn", case.name, names)
             checked = _checked_output(out, case, exercise.returns)
             if isinstance(checked, str):
                 return Report(False, checked, math.inf, names, (case.name,))
@@ -575,13 +572,12 @@ def _grade(fn: Callable[..., object], cases: list[_Case], exercise: _Exercise) -
 def _checked_output(out: object, case: _Case, returns: str) -> torch.Tensor | str:
     """``out`` if it can be compared with the reference, else why not."""
     like = case.like
-    if not isinstance(out, torch.Tensor):
-        return f"fn did not return a tensor: it returned {type(out).__name__} ({case.name})"
+    out = tensor_or_reason(out, "fn", case.name)
+    if isinstance(out, str):
+        return out
     if out.shape != like.shape:
-        return (
-            f"wrong output shape: fn returned {tuple(out.shape)} for an input of shape "
-            f"{tuple(like.shape)} ({case.name}); return {returns}"
-        )
+        fix = f"return {returns}"
+        return wrong_shape(out, case.name, inputs="an input", shape=like.shape, fix=fix)
     if out.dtype != like.dtype:
         dropped = (
             " (real: the imaginary part was dropped)"

@@ -44,9 +44,16 @@ from dataclasses import dataclass
 import torch
 
 from rope_lessons._checks import LAYOUTS, Layout, check_base, check_even_dim, check_layout
-from rope_lessons._grading import Report, raised
+from rope_lessons._grading import (
+    Report,
+    check_dtypes,
+    dtype_name,
+    raised,
+    tensor_or_reason,
+    wrong_shape,
+)
 from rope_lessons.rope.kernels import apply_rope, read_pairs, write_pairs
-from rope_lessons.rope.ladder import frequencies, rotation_angles
+from rope_lessons.rope.ladder import base_from_slowest, frequencies, rotation_angles
 
 __all__ = ["check_rope"]
 
@@ -200,7 +207,7 @@ def check_rope(
     layout = check_layout(layout)
     base = check_base(base)
     dims = _check_dims(dims)
-    dtypes = _check_dtypes(dtypes)
+    dtypes = check_dtypes(dtypes, _DTYPES)
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise TypeError(f"seed must be an int, got {type(seed).__name__}")
     cases = _cases(layout, base, dims, dtypes, seed)
@@ -212,10 +219,8 @@ def check_rope(
         for case in cases:
             try:
                 out: object = fn(case.x.clone(), case.positions.clone())
-            except NotImplementedError as stub:  # an exercise's stub
-                return raised(stub, "fn", case.name, names)
-            except Exception as failure:  # the reader's code may raise anything
-                return Report(False, _raised(failure, case), math.inf, names, (case.name,))
+            except Exception as failure:  # the reader's code may raise anything; a stub, too
+                return raised(failure, "fn", case.name, names, hint=_raised_hint(case))
             checked = _checked_output(out, case)
             if isinstance(checked, str):
                 return Report(False, checked, math.inf, names, (case.name,))
@@ -242,7 +247,7 @@ def check_rope(
         problem = f"{dtype_problem} (on {len(wrong_dtype)} of {len(cases)} cases)"
         return Report(False, problem, max_error, names, tuple(wrong_dtype))
     tried = (
-        f"d = {', '.join(map(str, dims))}; {', '.join(_dtype_name(d) for d in dtypes)}; "
+        f"d = {', '.join(map(str, dims))}; {', '.join(dtype_name(d) for d in dtypes)}; "
         f"positions (T,), offset by {_OFFSET}, (B, T), up to {_FAR[-1]}"
     )
     diagnosis = (
@@ -259,19 +264,6 @@ def _check_dims(dims: object) -> tuple[int, ...]:
     if min(checked) < 4:
         raise ValueError(f"dims must be >= 4 (with d = 2 the base cannot be seen), got {dims}")
     return checked
-
-
-def _check_dtypes(dtypes: object) -> tuple[torch.dtype, ...]:
-    if not isinstance(dtypes, Sequence) or isinstance(dtypes, str) or not dtypes:
-        raise TypeError(f"dtypes must be a non-empty sequence of torch dtypes, got {dtypes!r}")
-    for dtype in dtypes:
-        if dtype not in _DTYPES:
-            raise ValueError(f"dtypes must be among {[str(d) for d in _DTYPES]}, got {dtype!r}")
-    return tuple(dtypes)
-
-
-def _dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
 
 
 def _tolerance(dtype: torch.dtype, positions: torch.Tensor) -> float:
@@ -311,7 +303,7 @@ def _cases(
                 reference = apply_rope(x.double(), positions, base=base, layout=layout)
                 cases.append(
                     _Case(
-                        name=f"d={dim}, {_dtype_name(dtype)}, positions {described}",
+                        name=f"d={dim}, {dtype_name(dtype)}, positions {described}",
                         kind=kind,
                         x=x,
                         positions=positions,
@@ -323,25 +315,24 @@ def _cases(
     return cases
 
 
-def _raised(error: Exception, case: _Case) -> str:
-    hint = (
+def _raised_hint(case: _Case) -> str:
+    """A likely cause of an exception raised on ``case``, or an empty string."""
+    if case.kind != "batch":
+        return ""
+    return (
         "; positions (B, T) are one row per batch element: for x (B, H, T, D) read them "
         "as positions[:, None, :]"
-        if case.kind == "batch"
-        else ""
     )
-    return f"fn raised {type(error).__name__}: {error} ({case.name}){hint}"
 
 
 def _checked_output(out: object, case: _Case) -> torch.Tensor | str:
     """``out`` if it can be compared with the reference, else why not."""
-    if not isinstance(out, torch.Tensor):
-        return f"fn did not return a tensor: it returned {type(out).__name__} ({case.name})"
+    out = tensor_or_reason(out, "fn", case.name)
+    if isinstance(out, str):
+        return out
     if out.shape != case.x.shape:
-        return (
-            f"wrong output shape: fn returned {tuple(out.shape)} for x of shape "
-            f"{tuple(case.x.shape)} ({case.name}); return the rotated x, (B, H, T, D)"
-        )
+        fix = "return the rotated x, (B, H, T, D)"
+        return wrong_shape(out, case.name, inputs="x", shape=case.x.shape, fix=fix)
     if not out.is_floating_point():
         return (
             f"wrong output dtype: fn returned {out.dtype} for {case.x.dtype} x ({case.name}); "
@@ -593,7 +584,8 @@ def _frequency_hypotheses(
     ]
     measured = [_measured_frequencies(results, pairs) for pairs in LAYOUTS]
     for omega in measured:
-        fitted = _fitted_base(omega)
+        widest = max(omega)  # the largest d measures the base most finely
+        fitted = base_from_slowest(float(omega[widest][-1]), widest)
         if fitted is not None and abs(math.log(fitted / base)) > 1e-4:
             hypotheses.append(
                 _Frequencies(
@@ -676,18 +668,6 @@ def _measured_frequencies(results: list[_Result], pairs: Layout) -> dict[int, to
     return measured
 
 
-def _fitted_base(omega: dict[int, torch.Tensor]) -> float | None:
-    r"""The base whose ladder has the measured slowest frequency,
-    :math:`b = \omega_K^{-d/(2K)}` for ``K = d/2 - 1`` at the largest ``d``; None if
-    there is no such base > 1."""
-    dim = max(omega)
-    slowest = float(omega[dim][-1])
-    if not 0.0 < slowest < 1.0:
-        return None
-    fitted = slowest ** (-dim / (dim - 2))
-    return fitted if math.isfinite(fitted) else None
-
-
 def _half_precision(results: list[_Result], layout: Layout, base: float) -> str | None:
     r"""The half-precision diagnosis, if ``fn`` turns every pair by nearly the right angle
     at small positions (within 0.1 rad up to 16) and by angles off more and more at large
@@ -723,7 +703,7 @@ def _half_precision(results: list[_Result], layout: Layout, base: float) -> str 
         return None
     failed = {r.case.x.dtype for r in results if not r.passed}
     only = (
-        f" (only with {' and '.join(_dtype_name(d) for d in failed)} x: the angles are "
+        f" (only with {' and '.join(dtype_name(d) for d in failed)} x: the angles are "
         "formed in the dtype of x)"
         if failed <= set(_HALF_DTYPES)
         else ""

@@ -61,6 +61,37 @@ def frequencies(
     return theta.to(dtype)
 
 
+def base_from_slowest(slowest: float, dim: int) -> float | None:
+    r"""The base whose ladder has ``slowest`` as its slowest frequency, or None if none has.
+
+    The last pair, :math:`K = d/2 - 1`, turns at :math:`\theta_K = b^{-2K/d}`, so
+    :math:`b = \theta_K^{-d/(2K)} = \theta_K^{-d/(d-2)}`. It inverts
+    :func:`frequencies`: ``base_from_slowest(frequencies(d, b)[-1], d)`` is ``b``
+    up to rounding.
+
+    Args:
+        slowest: the angle per position of the last pair, e.g. as measured on
+            someone's rotation.
+        dim: the feature dimension ``d`` (even, >= 4: with ``d = 2`` the one pair
+            turns at 1 radian per position whatever the base).
+
+    Returns:
+        The base, > 1; None when ``slowest`` is not in ``(0, 1)`` (nan included) or
+        the base it gives is not a finite number > 1.
+    """
+    dim = check_even_dim(dim)
+    if dim < 4:
+        raise ValueError(f"dim must be >= 4 (with d = 2 the base cannot be seen), got {dim}")
+    slowest = float(slowest)
+    if not 0.0 < slowest < 1.0:
+        return None
+    try:
+        base = slowest ** (-dim / (dim - 2))
+    except OverflowError:  # a tiny angle: no float base is that large
+        return None
+    return base if base > 1.0 else None
+
+
 def resolve_theta(
     dim: int, base: float = 10000.0, p: float = 1.0, theta: torch.Tensor | None = None
 ) -> torch.Tensor:
