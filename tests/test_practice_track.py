@@ -63,3 +63,44 @@ def test_each_practice_notebook_calls_the_checkers_of_its_row() -> None:
         code = "\n".join(c.source for c in cells if c.cell_type == "code")
         for name in names:
             assert f"{name.rsplit('.', 1)[1]}(" in code, f"{notebook} never calls {name}"
+
+
+def _verdicts(doc: str) -> list[str]:
+    """The verdict phrases a checker's docstring lists after "starts with one of these
+    phrases", up to its Args; fragments that continue another phrase ("...") left out."""
+    listed = re.split(r"starts with one of these phrases[^\n]*\n", doc, maxsplit=1)[1]
+    listed = re.sub(r"\s+", " ", re.split(r"\n\s*Args:", listed, maxsplit=1)[0])
+    return [p for p in re.findall(r'``"(.+?)"``', listed) if not p.startswith("...")]
+
+
+def _checkers() -> list[tuple[str, object, Path]]:
+    """(name, checker, its test file) for every checker the course ships."""
+    import rope_lessons.rope.check
+
+    found: list[tuple[str, object, Path]] = [
+        ("check_rope", rope_lessons.rope.check.check_rope, ROOT / "tests" / "test_check_rope.py")
+    ]
+    for info in pkgutil.iter_modules(rope_lessons.practice.__path__):
+        module = importlib.import_module(f"rope_lessons.practice.{info.name}")
+        tests = ROOT / "tests" / f"test_practice_{info.name}.py"
+        found += [
+            (name, member, tests)
+            for name, member in inspect.getmembers(module, inspect.isfunction)
+            if name.startswith("check_") and member.__module__ == module.__name__
+        ]
+    return found
+
+
+def test_every_verdict_a_checker_lists_is_expected_by_its_tests() -> None:
+    """Each verdict phrase of each checker's docstring stands in its test file, where a
+    planted implementation is checked to produce it (a new diagnosis needs its test)."""
+    checkers = _checkers()
+    assert len(checkers) == 14
+    for name, checker, tests in checkers:
+        verdicts = _verdicts(inspect.getdoc(checker) or "")
+        assert len(verdicts) >= 5, name
+        text = re.sub(r"\s+", " ", tests.read_text(encoding="utf-8"))
+        # a trailing one-letter placeholder ("positions wrapped at L", "output scaled by
+        # c") stands for the number the message gives
+        missing = [v for v in verdicts if re.sub(r" [A-Za-z]( - 1)?$", " ", v) not in text]
+        assert not missing, f"{name}: no test expects {missing}"

@@ -300,7 +300,7 @@ def check_pair_shares(fn: PairShares, *, seed: int = 0) -> Report:
     to 1e-6, 1e-5 and 1e-2 for float64, float32 and bfloat16 weights (a
     reading computed in float32 passes).
 
-    The diagnosis starts with one of (several bugs of one implementation joined
+    The diagnosis starts with one of these phrases (several bugs of one implementation joined
     by ``"; "``):
 
     * ``"correct"``; ``"not written yet"``; ``"fn raised"``;
