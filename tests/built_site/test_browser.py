@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import itertools
 import json
+import os
 import re
 import urllib.error
 import urllib.request
@@ -85,6 +86,9 @@ return {
 
 # The sizes every page is measured at: a desktop and a phone (CSS pixels).
 SIZES = ((1280, 900), (390, 844))
+# Full-page screenshots of the table of contents at both sizes, for a person to look
+# at (no test reads them); about two minutes, so only on request.
+SAVE_SCREENSHOTS = os.environ.get("ROPE_LESSONS_SCREENSHOTS") == "1"
 
 # How the page lays out at the current size: its width against the viewport's, the
 # display equations that neither fit their box nor scroll inside it, the widget
@@ -160,7 +164,8 @@ def _screenshot(driver: Any, path: str, suffix: str = "") -> None:
 
 @pytest.fixture(scope="session")
 def crawl(browser: Any, server: str) -> dict[str, Page]:
-    """Visit every built page once; screenshot the pages of the table of contents."""
+    """Visit every built page once; with ROPE_LESSONS_SCREENSHOTS=1, screenshot the pages
+    of the table of contents."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     for old in SCREENSHOTS.glob("*.png"):
         old.unlink()
@@ -179,7 +184,7 @@ def crawl(browser: Any, server: str) -> dict[str, Page]:
         for width, height in SIZES:
             browser.set_window_size(width, height)
             page.layouts[width] = browser.execute_script(LAYOUT)
-            if path in toc_pages:
+            if SAVE_SCREENSHOTS and path in toc_pages:
                 _screenshot(browser, path, "" if width == SIZES[0][0] else f"__{width}px")
         browser.set_window_size(*SIZES[0])
         pages[path] = page
@@ -385,6 +390,8 @@ def test_search_lists_the_chapter_of_a_subject_first(
 
 
 def test_screenshots_of_every_page_of_the_table_of_contents(crawl: dict[str, Page]) -> None:
+    if not SAVE_SCREENSHOTS:
+        pytest.skip("screenshots are taken with ROPE_LESSONS_SCREENSHOTS=1")
     for f in toc_files():
         shot = SCREENSHOTS / (f.replace("/", "__") + ".png")
         assert shot.stat().st_size > 10_000, shot
