@@ -31,6 +31,15 @@ def check_even_dim(dim: object, name: str = "dim") -> int:
     return dim
 
 
+def check_seed(seed: object) -> int:
+    """Return ``seed`` if it is an int that ``torch.manual_seed`` takes, in ``[0, 2**63)``."""
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    if not 0 <= seed < 2**63:
+        raise ValueError(f"seed must be >= 0 and below 2**63, got {seed}")
+    return seed
+
+
 def check_positive_int(value: object, name: str) -> int:
     """Return ``value`` if it is an integer >= 1."""
     if isinstance(value, bool) or not isinstance(value, int):

@@ -9,6 +9,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from rope_lessons._checks import check_seed
 from rope_lessons._grading import (
     Report,
     check_dtypes,
@@ -101,3 +102,14 @@ def test_errors_are_quoted_to_two_significant_digits(error: float) -> None:
     assert "e+" not in quoted or float(quoted) >= 1e6  # 800, not 8e+02
     assert math.isclose(float(quoted), error, rel_tol=0.051)  # two digits: within 5 %
     assert len(quoted.replace(".", "").lstrip("0").split("e")[0].rstrip("0")) <= 2
+
+
+def test_a_checkers_seed_is_an_int_in_what_torch_manual_seed_takes() -> None:
+    """check_seed, which every seeded checker calls: ints in [0, 2**63), by name otherwise."""
+    assert check_seed(0) == 0 and check_seed(2**63 - 1) == 2**63 - 1
+    for wrong_type in (True, 0.5, "0", None):
+        with pytest.raises(TypeError, match="seed must be an int"):
+            check_seed(wrong_type)
+    for out_of_range in (-1, 2**63):
+        with pytest.raises(ValueError, match="seed must be >= 0 and below 2"):
+            check_seed(out_of_range)

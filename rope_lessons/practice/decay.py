@@ -47,7 +47,7 @@ from typing import Any, TypeVar
 
 import torch
 
-from rope_lessons._checks import Layout
+from rope_lessons._checks import Layout, check_seed
 from rope_lessons._grading import Report, raised, tensor_or_reason, unrecognised
 from rope_lessons.chapters.decay_bounds import abel_bound, roformer_bound
 from rope_lessons.rope.kernels import read_pairs
@@ -555,7 +555,7 @@ def check_relative_bound(
     """
     if not callable(fn):
         raise TypeError(f"fn must be callable, fn(distances, d, base) -> B; got {fn!r}")
-    _check_seed(seed)
+    check_seed(seed)
     cases = _relative_cases(seed)
     run = _run(fn, cases, _relative_shape_problem)
     if isinstance(run, Report):
@@ -600,13 +600,6 @@ def check_relative_bound(
 
 def _farthest(cases: list[_Case]) -> int:
     return max(int(case.distances.max()) for case in cases)
-
-
-def _check_seed(seed: object) -> None:
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
-    if not 0 <= seed < 2**63:
-        raise ValueError(f"seed must lie in [0, 2**63), got {seed}")
 
 
 def _combinations(default: _Hypothesis, axes: dict[str, Sequence[Any]]) -> list[_Hypothesis]:
@@ -755,7 +748,7 @@ def check_abel_bound(
     """
     if not callable(fn):
         raise TypeError(f"fn must be callable, fn(q, k, distances) -> bound; got {fn!r}")
-    _check_seed(seed)
+    check_seed(seed)
     cases = _abel_cases(seed)
     run = _run(fn, cases, _abel_shape_problem)
     if isinstance(run, Report):

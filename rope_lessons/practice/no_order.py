@@ -38,6 +38,7 @@ from typing import Literal
 
 import torch
 
+from rope_lessons._checks import check_seed
 from rope_lessons._grading import Report, raised, tensor_or_reason, unrecognised, wrong_shape
 from rope_lessons.chapters.nope import permute_sequence
 from rope_lessons.toy.rotary_attention import attention
@@ -164,12 +165,11 @@ def check_attention(fn: AttentionFn, *, seed: int = 0) -> Report:
 
     Raises:
         TypeError: if ``fn`` is not callable or ``seed`` is not an int.
+        ValueError: if ``seed`` is negative or not below 2**63.
     """
     if not callable(fn):
         raise TypeError(f"fn must be callable, fn(q, k, v, causal) -> output; got {fn!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
-    cases = _cases(seed)
+    cases = _cases(check_seed(seed))
     names = tuple(case.name for case in cases)
     results: list[_Result] = []
     with torch.no_grad():

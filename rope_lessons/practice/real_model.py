@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import torch
 
-from rope_lessons._checks import LAYOUTS, Layout, check_even_dim, check_layout
+from rope_lessons._checks import LAYOUTS, Layout, check_even_dim, check_layout, check_seed
 from rope_lessons._grading import Report, raised, unrecognised
 from rope_lessons.chapters.spectrum import pair_dims, pair_energy_shares, pair_norms
 from rope_lessons.rope.spec import Rope
@@ -325,15 +325,11 @@ def check_pair_shares(fn: PairShares, *, seed: int = 0) -> Report:
 
     Raises:
         TypeError: if ``fn`` is not callable or ``seed`` not an int.
-        ValueError: for a negative ``seed``.
+        ValueError: if ``seed`` is negative or not below 2**63.
     """
     if not callable(fn):
         raise TypeError(f"fn must be callable, fn(weight, head_dim, layout) -> shares; got {fn!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
-    if seed < 0:
-        raise ValueError(f"seed must be >= 0, got {seed}")
-    cases = _cases(seed)
+    cases = _cases(check_seed(seed))
     names = tuple(case.name for case in cases)
     outputs: list[torch.Tensor] = []
     with torch.no_grad():

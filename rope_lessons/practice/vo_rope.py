@@ -52,7 +52,7 @@ from typing import Literal
 
 import torch
 
-from rope_lessons._checks import LAYOUTS, Layout, check_base, check_choice, check_layout
+from rope_lessons._checks import LAYOUTS, Layout, check_base, check_choice, check_layout, check_seed
 from rope_lessons._grading import (
     Report,
     check_dtypes,
@@ -228,7 +228,8 @@ def check_vo_rope(
         TypeError: if ``fn`` is not callable, or ``dims``, ``dtypes`` or ``seed``
             are of the wrong type.
         ValueError: for an unknown placement or layout, ``base <= 1``, an odd or
-            small dimension, another dtype, or no dimensions or dtypes.
+            small dimension, another dtype, no dimensions or dtypes, or a seed
+            outside ``[0, 2**63)``.
     """
     if not callable(fn):
         raise TypeError(f"fn must be callable, fn(q, k, v, positions) -> output; got {fn!r}")
@@ -237,9 +238,7 @@ def check_vo_rope(
     base = check_base(base)
     dims = _check_dims(dims)
     dtypes = check_dtypes(dtypes, _DTYPES)
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
-    cases = _cases(placement, layout, base, dims, dtypes, seed)
+    cases = _cases(placement, layout, base, dims, dtypes, check_seed(seed))
     names = _names(cases)
     results: list[_Result] = []
     wrong_dtype: list[str] = []

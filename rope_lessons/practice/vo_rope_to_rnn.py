@@ -42,7 +42,7 @@ from dataclasses import dataclass
 
 import torch
 
-from rope_lessons._checks import LAYOUTS, Layout
+from rope_lessons._checks import LAYOUTS, Layout, check_seed
 from rope_lessons._grading import Report, raised, tensor_or_reason, unrecognised, wrong_shape
 from rope_lessons.chapters.recurrence import (
     decay_kernel,
@@ -356,7 +356,7 @@ def check_linear_recurrence(
 
     Raises:
         TypeError: if ``fn`` is not callable or ``seed`` is not an int.
-        ValueError: if ``seed`` is negative.
+        ValueError: if ``seed`` is negative or not below 2**63.
     """
     if not callable(fn):
         raise TypeError(f"fn must be callable, fn(x, decay) -> states; got {fn!r}")
@@ -373,7 +373,7 @@ def check_linear_recurrence(
             "(rope_lessons.chapters.recurrence) for a short case, step by step"
         ),
     )
-    return _grade(fn, _recurrence_cases(_check_seed(seed)), exercise)
+    return _grade(fn, _recurrence_cases(check_seed(seed)), exercise)
 
 
 def check_vo_rope_recurrence(
@@ -438,7 +438,7 @@ def check_vo_rope_recurrence(
 
     Raises:
         TypeError: if ``fn`` is not callable or ``seed`` is not an int.
-        ValueError: if ``seed`` is negative.
+        ValueError: if ``seed`` is negative or not below 2**63.
     """
     if not callable(fn):
         raise TypeError(f"fn must be callable, fn(v, gamma) -> outputs; got {fn!r}")
@@ -454,19 +454,11 @@ def check_vo_rope_recurrence(
             "gamma), T)) (rope_lessons.chapters.recurrence) for a short case, pair by pair"
         ),
     )
-    return _grade(fn, _vo_rope_cases(_check_seed(seed)), exercise)
+    return _grade(fn, _vo_rope_cases(check_seed(seed)), exercise)
 
 
 _RECURRENCE_CANDIDATES = _recurrence_candidates()
 _VO_ROPE_CANDIDATES = _vo_rope_candidates()
-
-
-def _check_seed(seed: object) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
-    if seed < 0:
-        raise ValueError(f"seed must be >= 0, got {seed}")
-    return seed
 
 
 # --- the cases -----------------------------------------------------------------------------

@@ -43,7 +43,14 @@ from dataclasses import dataclass
 
 import torch
 
-from rope_lessons._checks import LAYOUTS, Layout, check_base, check_even_dim, check_layout
+from rope_lessons._checks import (
+    LAYOUTS,
+    Layout,
+    check_base,
+    check_even_dim,
+    check_layout,
+    check_seed,
+)
 from rope_lessons._grading import (
     Report,
     check_dtypes,
@@ -200,7 +207,7 @@ def check_rope(
         TypeError: if ``fn`` is not callable, or ``dims``, ``dtypes`` or ``seed``
             are of the wrong type.
         ValueError: for an unknown layout, ``base <= 1``, an odd or small
-            dimension, or no dimensions or dtypes.
+            dimension, no dimensions or dtypes, or a seed outside ``[0, 2**63)``.
     """
     if not callable(fn):
         raise TypeError(f"fn must be callable, fn(x, positions) -> rotated x; got {fn!r}")
@@ -208,9 +215,7 @@ def check_rope(
     base = check_base(base)
     dims = _check_dims(dims)
     dtypes = check_dtypes(dtypes, _DTYPES)
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
-    cases = _cases(layout, base, dims, dtypes, seed)
+    cases = _cases(layout, base, dims, dtypes, check_seed(seed))
     names = tuple(case.name for case in cases)
     results: list[_Result] = []
     dtype_problem = None
