@@ -728,3 +728,32 @@ def test_seq_dim_reads_batch_seq_heads_features_right() -> None:
         apply_rope(x, seq_dim=4)
     with pytest.raises(TypeError, match="seq_dim must be an int"):
         apply_rope(x, seq_dim=1.0)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("dim, base", [(8, 10000.0), (64, 500000.0), (16, 100.0)])
+def test_misread_ladders_are_the_slips_they_name_and_differ_from_ropes(
+    dim: int, base: float
+) -> None:
+    """Each misread ladder, pair by pair from its formula in plain floats, and none equal
+    to RoPE's own ladder (a checker must be able to tell it apart)."""
+
+    from rope_lessons.rope.ladder import MisreadLadder, misread_ladders
+
+    slips = misread_ladders(dim, base)
+    formulas: dict[MisreadLadder, Callable[[int], float]] = {
+        "half_exponent": lambda k: base ** (-k / dim),
+        "quadruple_exponent": lambda k: base ** (-4 * k / dim),
+        "linspace": lambda k: base ** (-2 * k / (dim - 2)),
+        "from_one": lambda k: base ** (-2 * (k + 1) / dim),
+        "doubled": lambda k: 2 * base ** (-2 * k / dim),
+        "reversed": lambda k: base ** (-2 * (dim // 2 - 1 - k) / dim),
+        "inverted": lambda k: base ** (2 * k / dim),
+        "flat": lambda _: 1.0,
+    }
+    assert set(slips) == set(formulas)
+    rope = frequencies(dim, base)
+    for slip, formula in formulas.items():
+        expected = torch.tensor([formula(k) for k in range(dim // 2)], dtype=torch.float64)
+        assert slips[slip].dtype == torch.float64 and slips[slip].shape == (dim // 2,)
+        torch.testing.assert_close(slips[slip], expected, rtol=1e-12, atol=0.0)
+        assert not torch.allclose(slips[slip], rope), slip

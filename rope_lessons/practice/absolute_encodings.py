@@ -35,7 +35,12 @@ import torch
 from rope_lessons._checks import check_base
 from rope_lessons._grading import Report, raised, tensor_or_reason, unrecognised
 from rope_lessons.rope.encodings import sinusoidal
-from rope_lessons.rope.ladder import base_from_slowest, frequencies
+from rope_lessons.rope.ladder import (
+    MisreadLadder,
+    base_from_slowest,
+    frequencies,
+    misread_ladders,
+)
 
 __all__ = ["check_sinusoidal"]
 
@@ -286,45 +291,47 @@ def _frequency_hypotheses(results: list[_Result], base: float) -> list[_Frequenc
     frequencies read off ``fn``'s table (for each order and column layout)."""
     dims = sorted({r.case.dim for r in results})
 
-    def ladder(exponent: Callable[[torch.Tensor, int], torch.Tensor]) -> dict[int, torch.Tensor]:
-        return {d: base ** -exponent(torch.arange(d // 2, dtype=torch.float64), d) for d in dims}
+    slips = {d: misread_ladders(d, base) for d in dims}
+
+    def ladder(slip: MisreadLadder) -> dict[int, torch.Tensor]:
+        return {d: slips[d][slip] for d in dims}
 
     hypotheses = [
         _Frequencies({d: frequencies(d, base) for d in dims}, None),
         _Frequencies(
-            ladder(lambda k, d: k / d),
+            ladder("half_exponent"),
             "wrong exponent: ω_k = base^(-k/d) (exponents arange(d // 2) / d) where the "
             "code's is base^(-2k/d) (exponents arange(0, d, 2) / d)",
         ),
         _Frequencies(
-            ladder(lambda k, d: 4 * k / d),
+            ladder("quadruple_exponent"),
             "wrong exponent: ω_k = base^(-4k/d): in Vaswani's base^(2i/d), i counts the "
             "pairs (i = k), but fn took the column index 2k for i. Use arange(0, d, 2) / d "
             "as the exponents, or 2 * arange(d // 2) / d",
         ),
         _Frequencies(
-            ladder(lambda k, d: 2 * k / (d - 2)),
+            ladder("linspace"),
             "wrong exponent: ω_k = base^(-2k/(d-2)) (exponents linspace(0, 1, d // 2)) "
             "where the code's is base^(-2k/d): the slowest pair must turn at "
             "base^(-(d-2)/d), not 1/base",
         ),
         _Frequencies(
-            ladder(lambda k, d: 2 * (k + 1) / d),
+            ladder("from_one"),
             "wrong exponent: ω_k = base^(-2(k+1)/d) (k counted from 1) where the code's is "
             "base^(-2k/d): pair 0 must turn by 1 radian per position",
         ),
         _Frequencies(
-            {d: frequencies(d, base).flip(0) for d in dims},
+            ladder("reversed"),
             "frequency ladder reversed: pair 0 turns slowest and the last pair fastest, where "
             "pair k must turn at base^(-2k/d), pair 0 at 1 radian per position",
         ),
         _Frequencies(
-            ladder(lambda k, d: -2 * k / d),
+            ladder("inverted"),
             "frequencies inverted: ω_k = base^(+2k/d) where the code's is base^(-2k/d): "
             "divide the positions by base^(2k/d), do not multiply them",
         ),
         _Frequencies(
-            {d: torch.ones(d // 2, dtype=torch.float64) for d in dims},
+            ladder("flat"),
             "every pair turns at 1 radian per position: the exponents 2k/d came out 0, as "
             "integer division gives (arange(0, d, 2) // d). Divide in floating point",
         ),

@@ -60,7 +60,13 @@ from rope_lessons._grading import (
     wrong_shape,
 )
 from rope_lessons.rope.kernels import apply_rope, read_pairs, write_pairs
-from rope_lessons.rope.ladder import base_from_slowest, frequencies, rotation_angles
+from rope_lessons.rope.ladder import (
+    MisreadLadder,
+    base_from_slowest,
+    frequencies,
+    misread_ladders,
+    rotation_angles,
+)
 
 __all__ = ["check_rope"]
 
@@ -542,45 +548,47 @@ def _frequency_hypotheses(
     read off ``fn``'s angles (for each layout's pairs), without repeats."""
     dims = sorted({r.case.x.shape[-1] for r in results})
 
-    def ladder(exponent: Callable[[torch.Tensor, int], torch.Tensor]) -> dict[int, torch.Tensor]:
-        return {d: base ** -exponent(torch.arange(d // 2, dtype=torch.float64), d) for d in dims}
+    slips = {d: misread_ladders(d, base) for d in dims}
+
+    def ladder(slip: MisreadLadder) -> dict[int, torch.Tensor]:
+        return {d: slips[d][slip] for d in dims}
 
     hypotheses = [
         _Frequencies({d: frequencies(d, base) for d in dims}, None),
         _Frequencies(
-            ladder(lambda k, d: k / d),
+            ladder("half_exponent"),
             "wrong exponent: θ_k = base^(-k/d) (exponents arange(d // 2) / d) where RoPE's "
             "is base^(-2k/d) (exponents arange(0, d, 2) / d)",
         ),
         _Frequencies(
-            ladder(lambda k, d: 2 * k / (d - 2)),
+            ladder("linspace"),
             "wrong exponent: θ_k = base^(-2k/(d-2)) (exponents linspace(0, 1, d // 2)) where "
             "RoPE's is base^(-2k/d): the slowest pair must turn at base^(-(d-2)/d), not 1/base",
         ),
         _Frequencies(
-            ladder(lambda k, d: 2 * (k + 1) / d),
+            ladder("from_one"),
             "wrong exponent: θ_k = base^(-2(k+1)/d) (k counted from 1) where RoPE's is "
             "base^(-2k/d): pair 0 must turn by 1 radian per position",
         ),
         _Frequencies(
-            {d: 2 * frequencies(d, base) for d in dims},
+            ladder("doubled"),
             "rotated twice: fn turns pair k by 2m·θ_k, RoPE applied twice (R_m R_m = R_2m): "
             "in the attention and again outside it, or to a tensor that was rotated "
             "already; apply it once",
         ),
         _Frequencies(
-            {d: frequencies(d, base).flip(0) for d in dims},
+            ladder("reversed"),
             "frequency ladder reversed: pair 0 turns slowest, at base^(-(d-2)/d), and the "
             "last pair fastest, at 1 radian per position; RoPE's pair k turns at "
             "base^(-2k/d), pair 0 fastest (did a flip or a descending arange creep in?)",
         ),
         _Frequencies(
-            ladder(lambda k, d: -2 * k / d),
+            ladder("inverted"),
             "frequencies inverted: θ_k = base^(+2k/d) where RoPE's is base^(-2k/d) = "
             "1 / base^(2k/d): inv_freq is one over base ** (arange(0, d, 2) / d)",
         ),
         _Frequencies(
-            {d: torch.ones(d // 2, dtype=torch.float64) for d in dims},
+            ladder("flat"),
             "every pair turns at 1 radian per position: the exponents 2k/d came out 0, as "
             "integer division gives (arange(0, d, 2) // d, or an int tensor divided in "
             "integer arithmetic); divide in floating point",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
+from typing import Literal
 
 import torch
 
@@ -90,6 +91,48 @@ def base_from_slowest(slowest: float, dim: int) -> float | None:
     except OverflowError:  # a tiny angle: no float base is that large
         return None
     return base if base > 1.0 else None
+
+
+MisreadLadder = Literal[
+    "half_exponent",
+    "quadruple_exponent",
+    "linspace",
+    "from_one",
+    "doubled",
+    "reversed",
+    "inverted",
+    "flat",
+]
+"""A slip in writing the ladder :math:`b^{-2k/d}`, as :func:`misread_ladders` names it."""
+
+
+def misread_ladders(dim: int, base: float = 10000.0) -> dict[MisreadLadder, torch.Tensor]:
+    r"""The ladders that common slips in writing :math:`\theta_k = b^{-2k/d}` give,
+    ``(d/2,)`` float64 each, for checkers to match a reader's frequencies against:
+
+    * ``"half_exponent"``: :math:`b^{-k/d}` (``arange(d // 2) / d`` as the exponents);
+    * ``"quadruple_exponent"``: :math:`b^{-4k/d}` (the column index ``2k`` taken
+      for the pair index);
+    * ``"linspace"``: :math:`b^{-2k/(d-2)}` (``linspace(0, 1, d // 2)``: the
+      slowest pair at :math:`1/b`);
+    * ``"from_one"``: :math:`b^{-2(k+1)/d}` (pairs counted from 1);
+    * ``"doubled"``: :math:`2 b^{-2k/d}` (a rotation applied twice);
+    * ``"reversed"``: the ladder flipped, pair 0 slowest;
+    * ``"inverted"``: :math:`b^{+2k/d}`;
+    * ``"flat"``: 1 for every pair (the exponents zero from integer division).
+    """
+    theta = frequencies(dim, base)
+    k = torch.arange(dim // 2, dtype=torch.float64)
+    return {
+        "half_exponent": base ** -(k / dim),
+        "quadruple_exponent": base ** -(4 * k / dim),
+        "linspace": base ** -(2 * k / (dim - 2)),
+        "from_one": base ** -(2 * (k + 1) / dim),
+        "doubled": 2 * theta,
+        "reversed": theta.flip(0),
+        "inverted": base ** (2 * k / dim),
+        "flat": torch.ones(dim // 2, dtype=torch.float64),
+    }
 
 
 def resolve_theta(
