@@ -27,6 +27,7 @@ from rope_lessons.rope.kernels import (
     cos_sin,
     read_pairs,
     rotate,
+    rotate_complex,
     score_at_distance,
     turn,
     write_pairs,
@@ -142,6 +143,50 @@ def test_complex_form_equals_interleaved_form(dim: int, shift: int, base: float,
     torch.testing.assert_close(
         apply_rope_complex(x, pos, base=base), apply_rope(x, pos, base=base), rtol=1e-9, atol=1e-9
     )
+
+
+def _awkward_views(x: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Views of ``(B, H, T, d)`` features that the complex form cannot read in place."""
+    wide = torch.cat((x[..., :1], x, x[..., :1]), dim=-1)  # (B, H, T, d + 2)
+    return {
+        "odd offset": wide[..., 1:-1],
+        "odd row stride": torch.cat((x, x[..., :1]), dim=-1)[..., :-1],
+        "features not last in memory": x.transpose(-1, -2).contiguous().transpose(-1, -2),
+        "heads and positions swapped": x.transpose(1, 2).contiguous().transpose(1, 2),
+    }
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_complex_form_reads_any_strides(dtype: torch.dtype) -> None:
+    x = random_features(2, 3, 7, 8, dtype=dtype, seed=4)
+    cos, sin = cos_sin(x.shape[:-1], 8, dtype=dtype)
+    phase = torch.complex(cos, sin)  # (T, d/2)
+    expected = rotate(x, cos, sin, "interleaved")
+    for name, view in _awkward_views(x).items():
+        assert torch.equal(view, x), name
+        for turned in (rotate_complex(view, phase), apply_rope(view)):
+            assert turned.dtype == dtype and turned.shape == x.shape, name
+            torch.testing.assert_close(turned, expected, msg=name)
+
+
+def test_complex_form_keeps_the_gradients_of_features_and_phase() -> None:
+    x = random_features(2, 5, 8, dtype=torch.float64, seed=5)
+    angles = rotation_angles(torch.arange(5), 8)
+    weights = random_features(2, 5, 8, dtype=torch.float64, seed=6)  # a loss that sees angles
+    for x_grad, phase_grad in ((True, False), (False, True), (True, True)):
+        leaf_x = x.clone().requires_grad_(x_grad)
+        leaf_angles = angles.clone().requires_grad_(phase_grad)
+        turned = rotate_complex(leaf_x, torch.polar(torch.ones_like(angles), leaf_angles))
+        assert turned.requires_grad
+        (turned * weights).sum().backward()
+        ref_x = x.clone().requires_grad_(x_grad)
+        ref_angles = angles.clone().requires_grad_(phase_grad)
+        reference = rotate(ref_x, ref_angles.cos(), ref_angles.sin(), "interleaved")
+        (reference * weights).sum().backward()
+        for leaf, ref in ((leaf_x, ref_x), (leaf_angles, ref_angles)):
+            if leaf.requires_grad:
+                assert leaf.grad is not None and ref.grad is not None
+                torch.testing.assert_close(leaf.grad, ref.grad)
 
 
 def test_loop_form_equals_interleaved_form() -> None:

@@ -230,18 +230,30 @@ def rotate_complex(x: torch.Tensor, phase: torch.Tensor) -> torch.Tensor:
 
     Args:
         x: features ``(..., T, d)``, float32 or float64.
-        phase: unit complex numbers :math:`e^{i m\theta_k}`, ``(..., T, d/2)``.
+        phase: unit complex numbers :math:`e^{i m\theta_k}`, ``(..., T, d/2)``,
+            complex64 for float32 ``x`` and complex128 for float64.
 
     Returns:
         Tensor ``(..., T, d)`` in the dtype of ``x``.
     """
+    if torch.is_grad_enabled() and (x.requires_grad or phase.requires_grad):
+        # x.view(dtype) would cut the graph silently: a dtype view has no gradient
+        return torch.view_as_real(torch.view_as_complex(_complex_pairs(x)) * phase).flatten(-2)
+    try:
+        pairs = x.view(phase.dtype)  # (..., T, d/2): one call, the cheapest way in
+    except RuntimeError:  # odd strides or offset: reading pairs in place needs them even
+        pairs = x.contiguous().view(phase.dtype)
+    return (pairs * phase).view(x.dtype)
+
+
+def _complex_pairs(x: torch.Tensor) -> torch.Tensor:
+    """``x`` ``(..., d)`` as ``(..., d/2, 2)``, copied when ``torch.view_as_complex``
+    could not read it in place (it needs even strides and offset)."""
     pairs = x.view(*x.shape[:-1], -1, 2) if x.is_contiguous() else x.unflatten(-1, (-1, 2))
     viewable = pairs.storage_offset() % 2 == 0 and (
         x.is_contiguous() or all(s % 2 == 0 for s in pairs.stride()[:-1])
     )  # (..., T, d/2, 2)
-    if not viewable:  # view_as_complex needs even strides and offset
-        pairs = pairs.clone(memory_format=torch.contiguous_format)
-    return torch.view_as_real(torch.view_as_complex(pairs) * phase).flatten(-2)
+    return pairs if viewable else pairs.clone(memory_format=torch.contiguous_format)
 
 
 def _cos_sin_from_angles(
