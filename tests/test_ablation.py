@@ -293,6 +293,18 @@ def test_ablation_costs_run_every_reading_and_group_by_name() -> None:
     ]
     assert len(table["random quarter"]["zero"]) == 2 and table["one pair"]["share"] == [0.2]
     assert "mean_key" not in table["one pair"]
+    calls = 0
+
+    def counted_loss() -> float:
+        nonlocal calls
+        calls += 1
+        return loss()
+
+    queries_only = ablation_costs(counted_loss, intact, ablate, sets, means, keys=False)  # type: ignore[arg-type]
+    assert calls == 2 * len(sets)  # zero and mean of the queries, no key evaluation
+    assert all(c.mean_key is None for c in queries_only)
+    for with_keys, without in zip(costs, queries_only, strict=True):
+        assert (without.zero, without.mean_query) == (with_keys.zero, with_keys.mean_query)
 
 
 def test_interval_is_a_t_interval_over_the_values() -> None:

@@ -23,6 +23,7 @@ from rope_lessons.evidence.comparisons import (
 from rope_lessons.evidence.runs import (
     CHECKPOINTS,
     EVAL_SEED_OFFSET,
+    Run,
     RunResult,
     held_out,
     make_run,
@@ -35,7 +36,7 @@ from rope_lessons.evidence.runs import (
 )
 from rope_lessons.evidence.training import Metrics, evaluate, train
 from rope_lessons.toy.corpus import CharCorpus
-from rope_lessons.toy.model import ModelConfig
+from rope_lessons.toy.model import ModelConfig, TinyTransformer
 from rope_lessons.toy.synthetic import IGNORE, CopyAtLag, WhichFirst, batch_sampler
 
 
@@ -49,8 +50,14 @@ def test_summary_statistics() -> None:
         summarise([])
 
 
+def one_batch(run: Run[TinyTransformer]) -> Run[TinyTransformer]:
+    """``run`` evaluated on one held-out batch, not four: the tests below check what a
+    run does (its steps, checkpoints and repeats), which the batch count does not change."""
+    return dataclasses.replace(run, eval_batches=1)
+
+
 def test_a_run_repeats_exactly_for_the_same_seed() -> None:
-    run = order_run("sinusoidal", steps=5)
+    run = one_batch(order_run("sinusoidal", steps=5))
     a, b = run_once(run, seed=3, progress=False), run_once(run, seed=3, progress=False)
     assert a.losses == b.losses
     assert a.metrics == b.metrics
@@ -87,7 +94,7 @@ def test_the_order_task_is_evaluated_on_the_validation_stream_of_each_length() -
 
 
 def test_checkpoints_change_nothing_and_end_at_the_final_metrics() -> None:
-    run = order_run("rope", steps=30)
+    run = one_batch(order_run("rope", steps=30))
     assert run.checkpoint_steps == (6, 12, 18, 24, 25, 30)
     result = run_once(run, seed=1, progress=False)
     assert sorted(result.checkpoints) == [6, 12, 18, 24, 25, 30]
@@ -136,13 +143,13 @@ def test_steps_to_reach_reads_the_first_evaluation_past_the_threshold() -> None:
 
 
 def test_a_run_stopped_early_is_the_prefix_of_the_full_run() -> None:
-    run = order_run("rope", steps=30)
+    run = one_batch(order_run("rope", steps=30))
     full = run_once(run, seed=0, progress=False)
     early = run_once(run, seed=0, progress=False, stop_after=12)
     assert early.losses == full.losses[:12]  # same learning-rate schedule, not a shorter one
     assert sorted(early.checkpoints) == [6, 12]
     assert early.checkpoints[12] == full.checkpoints[12] == early.metrics
-    shorter = run_once(order_run("rope", steps=12), seed=0, progress=False)
+    shorter = run_once(one_batch(order_run("rope", steps=12)), seed=0, progress=False)
     assert shorter.losses != early.losses  # a 12-step schedule decays sooner
 
 
@@ -317,7 +324,7 @@ def test_results_survive_a_json_round_trip() -> None:
 
 
 def test_a_run_without_checkpoints_evaluates_once_at_the_end() -> None:
-    run = order_run("rope", steps=30)
+    run = one_batch(order_run("rope", steps=30))
     quick = run_once(run, seed=0, progress=False, checkpoints=False)
     full = run_once(run, seed=0, progress=False)
     assert quick.checkpoints == {} and quick.losses == full.losses
@@ -389,7 +396,7 @@ def test_the_smoke_variable_evaluates_one_batch(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_train_run_hands_back_the_model_it_evaluated() -> None:
-    run = order_run("rope", steps=20)
+    run = one_batch(order_run("rope", steps=20))
     model, result = train_run(run, seed=0, progress=False)
     assert numbers_of(result) == numbers_of(run_once(run, seed=0, progress=False))
     assert isinstance(run.data, WhichFirst)  # the order task: a fixed answer set

@@ -325,6 +325,8 @@ def ablation_costs(
     ablate: Ablate,
     sets: Sequence[AblationSet],
     means: tuple[torch.Tensor, torch.Tensor],
+    *,
+    keys: bool = True,
 ) -> list[AblationCost]:
     """Zero- and mean-ablation of every set, each as the loss above the intact loss.
 
@@ -334,6 +336,9 @@ def ablation_costs(
         ablate: the model's ablation context.
         sets: the sets to remove.
         means: ``(query_means, key_means)``, see :func:`projection_means`.
+        keys: also mean-ablate the keys of the sets that are the same in every
+            head; ``False`` leaves their ``mean_key`` None and saves one
+            evaluation per such set.
     """
 
     def cost(drop: torch.Tensor, side: Side, fill: Fill) -> float:
@@ -347,7 +352,7 @@ def ablation_costs(
             one.share,
             cost(one.drop, "query", "zero"),
             cost(one.drop, "query", "mean"),
-            cost(one.drop, "key", "mean") if one.uniform else None,
+            cost(one.drop, "key", "mean") if keys and one.uniform else None,
         )
         for one in sets
     ]
