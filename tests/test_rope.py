@@ -169,6 +169,19 @@ def test_complex_form_reads_any_strides(dtype: torch.dtype) -> None:
             torch.testing.assert_close(turned, expected, msg=name)
 
 
+def test_complex_form_promotes_a_phase_of_another_precision() -> None:
+    x = random_features(2, 5, 8, dtype=torch.float64, seed=7)
+    cos, sin = cos_sin(x.shape[:-1], 8, dtype=torch.float64)
+    expected = rotate(x, cos, sin, "interleaved")
+    phase = torch.complex(cos, sin)  # complex128
+    from_single = rotate_complex(x.float(), phase)  # float32 pairs, complex128 products
+    assert from_single.dtype == torch.float64 and from_single.shape == x.shape
+    torch.testing.assert_close(from_single, rotate(x.float().double(), cos, sin, "interleaved"))
+    to_single_phase = rotate_complex(x, phase.to(torch.complex64))
+    assert to_single_phase.dtype == torch.float64
+    torch.testing.assert_close(to_single_phase, expected, rtol=1e-6, atol=1e-6)
+
+
 def test_complex_form_keeps_the_gradients_of_features_and_phase() -> None:
     x = random_features(2, 5, 8, dtype=torch.float64, seed=5)
     angles = rotation_angles(torch.arange(5), 8)

@@ -221,6 +221,10 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: Layout
     return pairs.flatten(-2)  # (..., T, d)
 
 
+_PAIR_DTYPES = {torch.float32: torch.complex64, torch.float64: torch.complex128}
+"""The complex dtype whose numbers are two of a real dtype's, side by side."""
+
+
 def rotate_complex(x: torch.Tensor, phase: torch.Tensor) -> torch.Tensor:
     r"""Interleaved RoPE as one complex multiplication: :math:`z_k \mapsto z_k e^{i m\theta_k}`.
 
@@ -231,13 +235,17 @@ def rotate_complex(x: torch.Tensor, phase: torch.Tensor) -> torch.Tensor:
     Args:
         x: features ``(..., T, d)``, float32 or float64.
         phase: unit complex numbers :math:`e^{i m\theta_k}`, ``(..., T, d/2)``,
-            complex64 for float32 ``x`` and complex128 for float64.
+            complex64 for float32 ``x`` and complex128 for float64 (the fast
+            path); another complex dtype promotes as PyTorch's products do.
 
     Returns:
-        Tensor ``(..., T, d)`` in the dtype of ``x``.
+        Tensor ``(..., T, d)``: in the dtype of ``x`` when ``phase`` is of its
+        precision, else in the promoted real dtype.
     """
-    if torch.is_grad_enabled() and (x.requires_grad or phase.requires_grad):
-        # x.view(dtype) would cut the graph silently: a dtype view has no gradient
+    gradient = torch.is_grad_enabled() and (x.requires_grad or phase.requires_grad)
+    if gradient or phase.dtype != _PAIR_DTYPES.get(x.dtype):
+        # a dtype view has no gradient (x.view(dtype) would cut the graph silently), and
+        # it reads x only as pairs of its own precision; here the products promote
         return torch.view_as_real(torch.view_as_complex(_complex_pairs(x)) * phase).flatten(-2)
     try:
         pairs = x.view(phase.dtype)  # (..., T, d/2): one call, the cheapest way in
