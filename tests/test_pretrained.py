@@ -444,7 +444,10 @@ def test_the_cache_folder_names_the_file_content_and_dtype(
 
 @needs_weights
 def test_a_load_from_the_cache_is_the_model_of_the_gguf_file(
-    model: pretrained.Pretrained, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    model: pretrained.Pretrained,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """The dequantised copy gives the same weights, tokens and logits, bit for bit."""
     monkeypatch.setenv(pretrained.MODEL_CACHE_ENV, str(tmp_path))
@@ -453,7 +456,11 @@ def test_a_load_from_the_cache_is_the_model_of_the_gguf_file(
     pretrained._write_model_cache(model.model, model.tokenizer, cache)
     assert (cache / "model.safetensors").is_file()
     assert [p.name for p in tmp_path.iterdir()] == [cache.name]  # no staging folder left
+    capsys.readouterr()
     cached = pretrained.load_smollm2()
+    said = capsys.readouterr().out
+    assert f"${pretrained.MODEL_CACHE_ENV}/{cache.name}" in said
+    assert str(tmp_path) not in said  # no machine path on the pages that print it
     ours, theirs = model.model.state_dict(), cached.model.state_dict()
     assert ours.keys() == theirs.keys()
     assert all(torch.equal(ours[name], theirs[name]) for name in ours)

@@ -469,7 +469,13 @@ def _write_model_cache(model: Any, tokenizer: Any, cache: Path) -> None:
             raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    print(f"kept a dequantised copy in {cache} for later loads (${MODEL_CACHE_ENV})", flush=True)
+    print(f"kept a dequantised copy in {_cache_name(cache)} for later loads", flush=True)
+
+
+def _cache_name(cache: Path) -> str:
+    """The cache folder as printed: under the variable's name, not the machine's path
+    (what a notebook prints ends up on the course's pages)."""
+    return f"${MODEL_CACHE_ENV}/{cache.name}"
 
 
 def load_smollm2(dtype: torch.dtype = torch.float32) -> Pretrained:
@@ -512,7 +518,10 @@ def load_smollm2(dtype: torch.dtype = torch.float32) -> Pretrained:
 
     cache = model_cache_dir(path, dtype)
     if cache is not None and cache.is_dir():
-        print(f"loading {path.name}'s weights, dequantised to {dtype}, from {cache}", flush=True)
+        print(
+            f"loading {path.name}'s weights, dequantised to {dtype}, from {_cache_name(cache)}",
+            flush=True,
+        )
         tokenizer = AutoTokenizer.from_pretrained(str(cache))
         model = AutoModelForCausalLM.from_pretrained(str(cache), dtype=dtype)
     else:
