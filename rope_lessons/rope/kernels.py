@@ -396,6 +396,8 @@ def _along(
 ) -> torch.Tensor:
     """``rotate_seq_last`` applied with the sequence on axis ``seq_dim`` of ``x`` moved
     next to the features, and moved back."""
+    if seq_dim == -2 and type(seq_dim) is int:  # the usual axis, without the checks below
+        return rotate_seq_last(x)
     if isinstance(seq_dim, bool) or not isinstance(seq_dim, int):
         raise TypeError(f"seq_dim must be an int, got {seq_dim!r}")
     if not -x.ndim <= seq_dim < x.ndim:

@@ -175,11 +175,14 @@ def _checked_ladder_key(dim: int, base: float, p: float) -> tuple[float, ...]:
     return _ladder_key(check_even_dim(dim), check_base(base), check_fraction(p))
 
 
+_PLAIN_NUMBERS = (int, float)  # the types whose checks _checked_ladder_key may remember
+
+
 def _theta_key(dim: int, base: float, p: float, theta: torch.Tensor | None) -> tuple[float, ...]:
     """A hashable copy of the frequency vector, the key of the table caches; ``base`` and
     ``p`` checked (and refused beside ``theta`` unless they keep their defaults)."""
     if theta is None:
-        if all(type(value) in (int, float) for value in (dim, base, p)):
+        if type(dim) is int and type(base) in _PLAIN_NUMBERS and type(p) in _PLAIN_NUMBERS:
             return _checked_ladder_key(dim, base, p)
         return _ladder_key(check_even_dim(dim), check_base(base), check_fraction(p))
     return tuple(resolve_theta(dim, check_base(base), check_fraction(p), theta).tolist())
