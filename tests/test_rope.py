@@ -150,6 +150,7 @@ def _awkward_views(x: torch.Tensor) -> dict[str, torch.Tensor]:
     wide = torch.cat((x[..., :1], x, x[..., :1]), dim=-1)  # (B, H, T, d + 2)
     return {
         "odd offset": wide[..., 1:-1],
+        "contiguous at an odd offset": torch.cat((x.flatten()[:1], x.flatten()))[1:].view(x.shape),
         "odd row stride": torch.cat((x, x[..., :1]), dim=-1)[..., :-1],
         "features not last in memory": x.transpose(-1, -2).contiguous().transpose(-1, -2),
         "heads and positions swapped": x.transpose(1, 2).contiguous().transpose(1, 2),

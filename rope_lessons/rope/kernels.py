@@ -250,7 +250,7 @@ def rotate_complex(x: torch.Tensor, phase: torch.Tensor) -> torch.Tensor:
     try:
         pairs = x.view(phase.dtype)  # (..., T, d/2): one call, the cheapest way in
     except RuntimeError:  # odd strides or offset: reading pairs in place needs them even
-        pairs = x.contiguous().view(phase.dtype)
+        pairs = torch.view_as_complex(_complex_pairs(x))
     return (pairs * phase).view(x.dtype)
 
 
